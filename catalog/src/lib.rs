@@ -1,0 +1,149 @@
+//! The catalog: Telltale's system of record.
+//!
+//! It records organizations, integration keys (as hashes), surveys, per-identifier session
+//! statistics, the lake's live files, write-ahead-log watermarks, scores for lookup, scoring runs,
+//! deletions and tombstones. It knows nothing of Parquet or HTTP.
+//!
+//! Callers hold an `Arc<dyn Catalog>`; [`SqliteCatalog`] is the embedded default and a PostgreSQL
+//! backend implements the same trait.
+//!
+//! - [`ids`]: identifier newtypes and their formats.
+//! - [`keys`]: integration key generation, parsing and hashing.
+//! - [`model`]: the records the catalog stores and returns.
+//! - [`sqlite`]: the SQLite backend and its migrations.
+
+pub mod ids;
+pub mod keys;
+pub mod model;
+pub mod sqlite;
+
+use async_trait::async_trait;
+
+pub use ids::{OrganizationId, SurveyId, TrackingKey};
+pub use keys::{IntegrationKeySecret, KeyPrefix, Scope};
+pub use model::*;
+pub use sqlite::SqliteCatalog;
+
+/// Errors raised by a catalog backend.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("catalog database error: {0}")]
+    Database(#[from] sqlx::Error),
+
+    #[error("catalog migration failed: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+
+    #[error("organization {0} does not exist")]
+    OrganizationNotFound(String),
+
+    #[error("unsupported catalog url {0:?}")]
+    UnsupportedUrl(String),
+
+    #[error("corrupt catalog row: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the rest of Telltale asks of its system of record.
+///
+/// Every method is one transaction: callers never see a half-applied change.
+#[async_trait]
+pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
+    // --- organizations and keys ---
+
+    async fn create_organization(&self, name: &str) -> Result<Organization>;
+
+    /// Soft-deletes an organization; its keys stop authorizing anything. Returns false when the
+    /// organization does not exist or is already deleted.
+    async fn delete_organization(&self, id: &OrganizationId) -> Result<bool>;
+
+    async fn count_organizations(&self) -> Result<u64>;
+
+    /// Creates a key; the returned secret is the only time it is ever available.
+    async fn create_key(
+        &self,
+        organization: &OrganizationId,
+        label: &str,
+        scopes: &[Scope],
+    ) -> Result<CreatedKey>;
+
+    async fn list_keys(&self, organization: &OrganizationId) -> Result<Vec<KeyInfo>>;
+
+    /// Returns false when no unrevoked key has this prefix.
+    async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool>;
+
+    /// Resolves a well-formed presented secret to its key and organization. `None` for an
+    /// unknown or revoked key or a wrong secret.
+    async fn authenticate(&self, secret: &IntegrationKeySecret) -> Result<Option<AuthenticatedKey>>;
+
+    // --- surveys ---
+
+    /// Creates the survey or renames it; the survey id and tracking key never change.
+    async fn provision_survey(
+        &self,
+        organization: &OrganizationId,
+        external_survey_id: &str,
+        name: &str,
+    ) -> Result<Survey>;
+
+    async fn survey(&self, organization: &OrganizationId, id: &SurveyId) -> Result<Option<Survey>>;
+
+    async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>>;
+
+    // --- write-ahead log consumers ---
+
+    /// The last log sequence number `consumer` of `instance` has durably applied (0 if none).
+    async fn wal_watermark(&self, instance: &str, consumer: WalConsumer) -> Result<u64>;
+
+    /// Applies session statistics and advances the `stats` watermark to `through_lsn`, atomically.
+    async fn apply_session_stats(
+        &self,
+        instance: &str,
+        through_lsn: u64,
+        deltas: &[SessionDelta],
+    ) -> Result<()>;
+
+    /// Makes lake files live and advances the `lake` watermark to `through_lsn`, atomically.
+    async fn commit_event_files(
+        &self,
+        instance: &str,
+        through_lsn: u64,
+        files: &[NewLakeFile],
+    ) -> Result<()>;
+
+    // --- reads ---
+
+    /// One summary per reference that has a captured session or a score (in no given order).
+    async fn lookup_sessions(
+        &self,
+        survey: &SurveyId,
+        references: &[String],
+    ) -> Result<Vec<SessionSummary>>;
+
+    /// The reference linked to each identifier, for identifiers that have one.
+    async fn session_references(
+        &self,
+        survey: &SurveyId,
+        identifiers: &[String],
+    ) -> Result<Vec<(String, String)>>;
+
+    async fn live_files(&self, kind: LakeFileKind, survey: Option<&SurveyId>) -> Result<Vec<LakeFile>>;
+
+    /// Tombstones with an id above `after`, oldest first.
+    async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>>;
+}
+
+/// Opens the catalog a URL names: `sqlite://PATH` (created when missing).
+pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Catalog>> {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let catalog = SqliteCatalog::open(std::path::Path::new(path)).await?;
+        return Ok(std::sync::Arc::new(catalog));
+    }
+    Err(Error::UnsupportedUrl(url.to_owned()))
+}
+
+/// Milliseconds since the Unix epoch, the catalog's time unit.
+pub fn now_millis() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}

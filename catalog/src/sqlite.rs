@@ -1,0 +1,592 @@
+//! The embedded default backend: one SQLite file in WAL journal mode.
+//!
+//! `synchronous = FULL` makes every commit durable before it returns: the log's consumers
+//! truncate the write-ahead log only after their catalog commit, so a commit that a power loss
+//! could roll back would lose acknowledged events.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{QueryBuilder, Row, SqlitePool};
+
+use crate::ids::{OrganizationId, SurveyId, TrackingKey};
+use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
+use crate::model::*;
+use crate::{Catalog, Error, Result, now_millis};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// SQLite bounds the number of bound parameters per statement; lookups are at most 100
+/// references, but batched writes are chunked below this.
+const MAX_ROWS_PER_STATEMENT: usize = 500;
+
+#[derive(Debug, Clone)]
+pub struct SqliteCatalog {
+    pool: SqlitePool,
+}
+
+impl SqliteCatalog {
+    /// Opens (creating if needed) the catalog file and applies pending migrations.
+    pub async fn open(path: &Path) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+}
+
+fn key_info_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<KeyInfo> {
+    let prefix: String = row.try_get("prefix")?;
+    let scopes: String = row.try_get("scopes")?;
+    Ok(KeyInfo {
+        prefix: KeyPrefix::parse(&prefix)
+            .ok_or_else(|| Error::Corrupt(format!("key prefix {prefix:?}")))?,
+        organization_id: OrganizationId::from_stored(row.try_get("organization_id")?),
+        label: row.try_get("label")?,
+        scopes: Scope::parse_list(&scopes).map_err(Error::Corrupt)?,
+        created_at: row.try_get("created_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    })
+}
+
+fn survey_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Survey> {
+    Ok(Survey {
+        id: SurveyId::from_stored(row.try_get("id")?),
+        organization_id: OrganizationId::from_stored(row.try_get("organization_id")?),
+        external_survey_id: row.try_get("external_survey_id")?,
+        name: row.try_get("name")?,
+        tracking_key: TrackingKey::from_stored(row.try_get("tracking_key")?),
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+async fn set_watermark(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    instance: &str,
+    consumer: WalConsumer,
+    lsn: u64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO wal_watermarks (instance_id, consumer, lsn) VALUES (?, ?, ?)
+         ON CONFLICT (instance_id, consumer) DO UPDATE SET lsn = max(lsn, excluded.lsn)",
+    )
+    .bind(instance)
+    .bind(consumer.as_str())
+    .bind(to_i64(lsn))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Catalog for SqliteCatalog {
+    async fn create_organization(&self, name: &str) -> Result<Organization> {
+        let organization = Organization {
+            id: OrganizationId::generate(),
+            name: name.to_owned(),
+            created_at: now_millis(),
+        };
+        sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)")
+            .bind(organization.id.as_str())
+            .bind(&organization.name)
+            .bind(organization.created_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(organization)
+    }
+
+    async fn delete_organization(&self, id: &OrganizationId) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE organizations SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
+        )
+        .bind(now_millis())
+        .bind(id.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn count_organizations(&self) -> Result<u64> {
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM organizations")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count.max(0) as u64)
+    }
+
+    async fn create_key(
+        &self,
+        organization: &OrganizationId,
+        label: &str,
+        scopes: &[Scope],
+    ) -> Result<CreatedKey> {
+        let live: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM organizations WHERE id = ? AND deleted_at IS NULL",
+        )
+        .bind(organization.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        if live.is_none() {
+            return Err(Error::OrganizationNotFound(organization.to_string()));
+        }
+        let secret = IntegrationKeySecret::generate();
+        let info = KeyInfo {
+            prefix: secret.prefix().clone(),
+            organization_id: organization.clone(),
+            label: label.to_owned(),
+            scopes: scopes.to_vec(),
+            created_at: now_millis(),
+            revoked_at: None,
+        };
+        sqlx::query(
+            "INSERT INTO integration_keys
+                 (prefix, organization_id, secret_sha256, label, scopes, created_at)
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(info.prefix.as_str())
+        .bind(organization.as_str())
+        .bind(secret.sha256_hex())
+        .bind(&info.label)
+        .bind(Scope::join(&info.scopes))
+        .bind(info.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(CreatedKey { secret, info })
+    }
+
+    async fn list_keys(&self, organization: &OrganizationId) -> Result<Vec<KeyInfo>> {
+        let rows = sqlx::query(
+            "SELECT prefix, organization_id, label, scopes, created_at, revoked_at
+             FROM integration_keys WHERE organization_id = ? ORDER BY created_at, prefix",
+        )
+        .bind(organization.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(key_info_from_row).collect()
+    }
+
+    async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE integration_keys SET revoked_at = ? WHERE prefix = ? AND revoked_at IS NULL",
+        )
+        .bind(now_millis())
+        .bind(prefix.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn authenticate(&self, secret: &IntegrationKeySecret) -> Result<Option<AuthenticatedKey>> {
+        let row = sqlx::query(
+            "SELECT k.prefix, k.organization_id, k.label, k.scopes, k.created_at, k.revoked_at,
+                    k.secret_sha256, o.name AS organization_name, o.deleted_at
+             FROM integration_keys k JOIN organizations o ON o.id = k.organization_id
+             WHERE k.prefix = ?",
+        )
+        .bind(secret.prefix().as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let stored_hash: String = row.try_get("secret_sha256")?;
+        // Comparing digests: timing reveals nothing useful about the secret itself.
+        if stored_hash != secret.sha256_hex() {
+            return Ok(None);
+        }
+        let key = key_info_from_row(&row)?;
+        if key.revoked_at.is_some() {
+            return Ok(None);
+        }
+        let deleted_at: Option<i64> = row.try_get("deleted_at")?;
+        Ok(Some(AuthenticatedKey {
+            key,
+            organization_name: row.try_get("organization_name")?,
+            organization_deleted: deleted_at.is_some(),
+        }))
+    }
+
+    async fn provision_survey(
+        &self,
+        organization: &OrganizationId,
+        external_survey_id: &str,
+        name: &str,
+    ) -> Result<Survey> {
+        let now = now_millis();
+        // One statement: concurrent provisioning of the same external id cannot create two.
+        let row = sqlx::query(
+            "INSERT INTO surveys
+                 (id, organization_id, external_survey_id, name, tracking_key, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (organization_id, external_survey_id)
+             DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at
+             RETURNING id, organization_id, external_survey_id, name, tracking_key, created_at,
+                       updated_at",
+        )
+        .bind(SurveyId::generate().as_str())
+        .bind(organization.as_str())
+        .bind(external_survey_id)
+        .bind(name)
+        .bind(TrackingKey::generate().as_str())
+        .bind(now)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        survey_from_row(&row)
+    }
+
+    async fn survey(&self, organization: &OrganizationId, id: &SurveyId) -> Result<Option<Survey>> {
+        let row = sqlx::query(
+            "SELECT id, organization_id, external_survey_id, name, tracking_key, created_at,
+                    updated_at
+             FROM surveys WHERE id = ? AND organization_id = ?",
+        )
+        .bind(id.as_str())
+        .bind(organization.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(survey_from_row).transpose()
+    }
+
+    async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>> {
+        let id: Option<String> = sqlx::query_scalar("SELECT id FROM surveys WHERE tracking_key = ?")
+            .bind(tracking_key.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(id.map(SurveyId::from_stored))
+    }
+
+    async fn wal_watermark(&self, instance: &str, consumer: WalConsumer) -> Result<u64> {
+        let lsn: Option<i64> = sqlx::query_scalar(
+            "SELECT lsn FROM wal_watermarks WHERE instance_id = ? AND consumer = ?",
+        )
+        .bind(instance)
+        .bind(consumer.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(lsn.unwrap_or(0).max(0) as u64)
+    }
+
+    async fn apply_session_stats(
+        &self,
+        instance: &str,
+        through_lsn: u64,
+        deltas: &[SessionDelta],
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for chunk in deltas.chunks(MAX_ROWS_PER_STATEMENT / 7) {
+            let mut insert = QueryBuilder::new(
+                "INSERT INTO sessions
+                     (survey_id, identifier, reference, reference_explicit, event_count,
+                      first_event_at, last_event_at) ",
+            );
+            insert.push_values(chunk, |mut row, delta| {
+                row.push_bind(delta.survey_id.as_str())
+                    .push_bind(&delta.identifier)
+                    .push_bind(&delta.reference)
+                    .push_bind(delta.reference_explicit)
+                    .push_bind(to_i64(delta.event_count))
+                    .push_bind(delta.first_event_at)
+                    .push_bind(delta.last_event_at);
+            });
+            insert.push(
+                " ON CONFLICT (survey_id, identifier) DO UPDATE SET
+                     reference = CASE WHEN excluded.reference_explicit = 1
+                                      THEN excluded.reference
+                                      ELSE coalesce(sessions.reference, excluded.reference) END,
+                     reference_explicit = max(sessions.reference_explicit,
+                                              excluded.reference_explicit),
+                     event_count = sessions.event_count + excluded.event_count,
+                     first_event_at = min(coalesce(sessions.first_event_at, excluded.first_event_at),
+                                          excluded.first_event_at),
+                     last_event_at = max(coalesce(sessions.last_event_at, excluded.last_event_at),
+                                         excluded.last_event_at)",
+            );
+            insert.build().execute(&mut *tx).await?;
+        }
+        set_watermark(&mut tx, instance, WalConsumer::Stats, through_lsn).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn commit_event_files(
+        &self,
+        instance: &str,
+        through_lsn: u64,
+        files: &[NewLakeFile],
+    ) -> Result<()> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        for file in files {
+            sqlx::query(
+                "INSERT INTO lake_files (path, kind, survey_id, partition_date, row_count,
+                                         size_bytes, min_session, max_session, created_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(&file.path)
+            .bind(file.kind.as_str())
+            .bind(file.survey_id.as_str())
+            .bind(&file.partition_date)
+            .bind(to_i64(file.row_count))
+            .bind(to_i64(file.size_bytes))
+            .bind(&file.min_session)
+            .bind(&file.max_session)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        set_watermark(&mut tx, instance, WalConsumer::Lake, through_lsn).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn lookup_sessions(
+        &self,
+        survey: &SurveyId,
+        references: &[String],
+    ) -> Result<Vec<SessionSummary>> {
+        if references.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Captured statistics and scores, each aggregated per reference, joined on the reference.
+        let mut query = QueryBuilder::new(
+            "WITH wanted(reference) AS (SELECT value FROM json_each(",
+        );
+        let wanted = serde_json_array(references);
+        query.push_bind(wanted);
+        query.push(
+            ")),
+             captured AS (
+                 SELECT s.reference, sum(s.event_count) AS event_count,
+                        min(s.first_event_at) AS first_event_at,
+                        max(s.last_event_at) AS last_event_at
+                 FROM sessions s JOIN wanted w ON w.reference = s.reference
+                 WHERE s.survey_id = ",
+        );
+        query.push_bind(survey.as_str());
+        query.push(
+            " GROUP BY s.reference)
+             SELECT w.reference, c.event_count, c.first_event_at, c.last_event_at,
+                    sc.human_score_percent, sc.score_band, sc.scored_at, sc.model_version
+             FROM wanted w
+             LEFT JOIN captured c ON c.reference = w.reference
+             LEFT JOIN session_scores sc ON sc.reference = w.reference AND sc.survey_id = ",
+        );
+        query.push_bind(survey.as_str());
+        query.push(" WHERE c.reference IS NOT NULL OR sc.reference IS NOT NULL");
+        let rows = query.build().fetch_all(&self.pool).await?;
+        let mut summaries = Vec::with_capacity(rows.len());
+        for row in rows {
+            let event_count: Option<i64> = row.try_get("event_count")?;
+            let score_percent: Option<f64> = row.try_get("human_score_percent")?;
+            let score = match score_percent {
+                Some(human_score_percent) => Some(SessionScore {
+                    human_score_percent,
+                    score_band: row.try_get("score_band")?,
+                    scored_at: row.try_get("scored_at")?,
+                    model_version: row.try_get("model_version")?,
+                }),
+                None => None,
+            };
+            summaries.push(SessionSummary {
+                reference: row.try_get("reference")?,
+                event_count: event_count.unwrap_or(0).max(0) as u64,
+                first_event_at: row.try_get("first_event_at")?,
+                last_event_at: row.try_get("last_event_at")?,
+                score,
+            });
+        }
+        Ok(summaries)
+    }
+
+    async fn session_references(
+        &self,
+        survey: &SurveyId,
+        identifiers: &[String],
+    ) -> Result<Vec<(String, String)>> {
+        if identifiers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT identifier, reference FROM sessions
+             WHERE survey_id = ? AND reference IS NOT NULL
+               AND identifier IN (SELECT value FROM json_each(?))",
+        )
+        .bind(survey.as_str())
+        .bind(serde_json_array(identifiers))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("identifier")?, row.try_get("reference")?)))
+            .collect()
+    }
+
+    async fn live_files(&self, kind: LakeFileKind, survey: Option<&SurveyId>) -> Result<Vec<LakeFile>> {
+        let rows = sqlx::query(
+            "SELECT id, path, kind, survey_id, partition_date, row_count, size_bytes, min_session,
+                    max_session, created_at
+             FROM lake_files WHERE kind = ? AND (? IS NULL OR survey_id = ?) ORDER BY id",
+        )
+        .bind(kind.as_str())
+        .bind(survey.map(SurveyId::as_str))
+        .bind(survey.map(SurveyId::as_str))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let kind: String = row.try_get("kind")?;
+                let row_count: i64 = row.try_get("row_count")?;
+                let size_bytes: i64 = row.try_get("size_bytes")?;
+                Ok(LakeFile {
+                    id: row.try_get("id")?,
+                    created_at: row.try_get("created_at")?,
+                    file: NewLakeFile {
+                        path: row.try_get("path")?,
+                        kind: LakeFileKind::parse(&kind)
+                            .ok_or_else(|| Error::Corrupt(format!("lake file kind {kind:?}")))?,
+                        survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
+                        partition_date: row.try_get("partition_date")?,
+                        row_count: row_count.max(0) as u64,
+                        size_bytes: size_bytes.max(0) as u64,
+                        min_session: row.try_get("min_session")?,
+                        max_session: row.try_get("max_session")?,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>> {
+        let rows = sqlx::query(
+            "SELECT id, survey_id, reference, created_at FROM tombstones WHERE id > ? ORDER BY id",
+        )
+        .bind(after)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Tombstone {
+                    id: row.try_get("id")?,
+                    survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
+                    reference: row.try_get("reference")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A JSON array of strings, bound as one parameter and expanded with `json_each`, so a list of
+/// any length is one statement with two parameters.
+fn serde_json_array(values: &[String]) -> String {
+    let mut out = String::with_capacity(values.len() * 40 + 2);
+    out.push('[');
+    for (index, value) in values.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for ch in value.chars() {
+            match ch {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push(']');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn open_temp() -> (tempfile::TempDir, SqliteCatalog) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = SqliteCatalog::open(&dir.path().join("catalog.db")).await.expect("open");
+        (dir, catalog)
+    }
+
+    #[tokio::test]
+    async fn keys_authenticate_until_revoked() {
+        let (_dir, catalog) = open_temp().await;
+        let org = catalog.create_organization("Acme").await.expect("org");
+        let created = catalog.create_key(&org.id, "server", &Scope::ALL).await.expect("key");
+        let found = catalog.authenticate(&created.secret).await.expect("auth").expect("valid");
+        assert_eq!(found.key.prefix, created.info.prefix);
+        assert_eq!(found.organization_name, "Acme");
+
+        let forged = format!("{}_{}", created.secret.prefix(), "0".repeat(64));
+        let forged = IntegrationKeySecret::parse(&forged).expect("well formed");
+        assert!(catalog.authenticate(&forged).await.expect("auth").is_none());
+
+        assert!(catalog.revoke_key(created.secret.prefix()).await.expect("revoke"));
+        assert!(!catalog.revoke_key(created.secret.prefix()).await.expect("revoke twice"));
+        assert!(catalog.authenticate(&created.secret).await.expect("auth").is_none());
+    }
+
+    #[tokio::test]
+    async fn provisioning_is_idempotent_per_organization() {
+        let (_dir, catalog) = open_temp().await;
+        let org = catalog.create_organization("Acme").await.expect("org");
+        let other = catalog.create_organization("Other").await.expect("org");
+        let first = catalog.provision_survey(&org.id, "ext-1", "First").await.expect("first");
+        let again = catalog.provision_survey(&org.id, "ext-1", "Renamed").await.expect("again");
+        assert_eq!(first.id, again.id);
+        assert_eq!(first.tracking_key, again.tracking_key);
+        assert_eq!(again.name, "Renamed");
+        let foreign = catalog.provision_survey(&other.id, "ext-1", "Theirs").await.expect("other");
+        assert_ne!(foreign.id, first.id);
+        assert!(catalog.survey(&other.id, &first.id).await.expect("get").is_none());
+    }
+
+    #[tokio::test]
+    async fn session_stats_aggregate_per_reference_and_watermark_advances() {
+        let (_dir, catalog) = open_temp().await;
+        let org = catalog.create_organization("Acme").await.expect("org");
+        let survey = catalog.provision_survey(&org.id, "s", "S").await.expect("survey");
+        let reference = "1b4e28ba-2fa1-11d2-883f-0016d3cca427".to_owned();
+        let delta = |identifier: &str, count, first, last| SessionDelta {
+            survey_id: survey.id.clone(),
+            identifier: identifier.to_owned(),
+            reference: Some(reference.clone()),
+            reference_explicit: true,
+            event_count: count,
+            first_event_at: first,
+            last_event_at: last,
+        };
+        catalog
+            .apply_session_stats("i", 5, &[delta("a", 3, 100, 200), delta("b", 2, 50, 150)])
+            .await
+            .expect("apply");
+        catalog.apply_session_stats("i", 9, &[delta("a", 4, 120, 400)]).await.expect("apply");
+        assert_eq!(catalog.wal_watermark("i", WalConsumer::Stats).await.expect("wm"), 9);
+        assert_eq!(catalog.wal_watermark("i", WalConsumer::Lake).await.expect("wm"), 0);
+
+        let summaries = catalog
+            .lookup_sessions(&survey.id, &[reference.clone(), "missing".to_owned()])
+            .await
+            .expect("lookup");
+        assert_eq!(summaries.len(), 1);
+        assert_eq!(summaries[0].event_count, 9);
+        assert_eq!(summaries[0].first_event_at, Some(50));
+        assert_eq!(summaries[0].last_event_at, Some(400));
+    }
+}

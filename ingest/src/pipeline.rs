@@ -1,0 +1,621 @@
+//! The ingest pipeline: collector requests in, durable log, session statistics and Parquet out.
+//!
+//! ```text
+//! accept() --append+fsync--> Wal --sink--> stats queue --(every 250 ms)--> catalog sessions
+//!                                      \--> lake queue  --(every flush)---> Parquet + catalog files
+//! ```
+//!
+//! Each consumer commits its output together with the log sequence number it reached (its
+//! watermark) in one catalog transaction. After a crash the log is replayed and each consumer
+//! skips what its watermark covers, so every acknowledged batch lands exactly once. Log segments
+//! are deleted only below both watermarks.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use catalog::{Catalog, LakeFileKind, NewLakeFile, SessionDelta, SurveyId, TrackingKey, WalConsumer};
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::path::Path as ObjectPath;
+use parking_lot::{Mutex, RwLock};
+use tokio::task::JoinHandle;
+
+use crate::batch::{self, BatchError};
+use crate::event_row::{self, decode_event};
+use crate::events_file::{self, LakeEvent};
+use crate::lake;
+use crate::wal::{Append, Wal, WalError, WalRecord};
+
+/// Settings of the pipeline. Plain values: the binary maps its flags onto them.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// Names this instance's log and files; stable across restarts of one data dir.
+    pub instance_id: String,
+    pub wal_dir: PathBuf,
+    /// How often session statistics are applied (read-your-writes is 4 times this at worst).
+    pub stats_interval: Duration,
+    /// How often buffered events are written to the lake.
+    pub flush_interval: Duration,
+    /// Buffered request bytes that trigger a flush before the interval.
+    pub flush_bytes: usize,
+    /// Buffered request bytes above which the collector refuses new batches (503).
+    pub max_buffered_bytes: usize,
+}
+
+impl IngestConfig {
+    pub fn new(instance_id: impl Into<String>, wal_dir: PathBuf) -> Self {
+        Self {
+            instance_id: instance_id.into(),
+            wal_dir,
+            stats_interval: Duration::from_millis(200),
+            flush_interval: Duration::from_secs(10),
+            flush_bytes: 64 * 1024 * 1024,
+            max_buffered_bytes: 512 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("{0}")]
+    InvalidIdentifier(String),
+    #[error("unknown tracking key")]
+    UnknownTrackingKey,
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    #[error("collector is catching up; retry shortly")]
+    Overloaded,
+    #[error(transparent)]
+    Wal(#[from] Arc<WalError>),
+    #[error(transparent)]
+    Catalog(#[from] catalog::Error),
+    #[error(transparent)]
+    Lake(#[from] lake::LakeError),
+    #[error("building a parquet file failed: {0}")]
+    Encode(String),
+    #[error("background task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// The outcome of a collector request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// Logged durably; `count` events.
+    Stored { count: usize },
+    /// The session was deleted; the batch was discarded.
+    Deleted { count: usize },
+}
+
+/// What a flush wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlushReport {
+    pub files: usize,
+    pub events: u64,
+    pub through_lsn: u64,
+}
+
+#[derive(Default)]
+struct Pending {
+    records: VecDeque<Arc<WalRecord>>,
+    bytes: usize,
+}
+
+impl Pending {
+    fn push(&mut self, record: Arc<WalRecord>) {
+        self.bytes += record.body.len();
+        self.records.push_back(record);
+    }
+
+    fn drain_through(&mut self, lsn: u64) {
+        while self.records.front().is_some_and(|record| record.lsn <= lsn) {
+            if let Some(record) = self.records.pop_front() {
+                self.bytes -= record.body.len();
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Vec<Arc<WalRecord>> {
+        self.records.iter().cloned().collect()
+    }
+}
+
+enum CachedSurvey {
+    Known(SurveyId),
+    Unknown { until: Instant },
+}
+
+struct Inner {
+    config: IngestConfig,
+    catalog: Arc<dyn Catalog>,
+    lake: Arc<dyn ObjectStore>,
+    wal: Wal,
+    surveys: RwLock<HashMap<String, CachedSurvey>>,
+    /// (survey, reference) pairs that were deleted.
+    tombstones: RwLock<HashSet<(SurveyId, String)>>,
+    last_tombstone_id: AtomicU64,
+    /// identifier -> reference, as learned from the stream and the catalog.
+    references: Mutex<HashMap<(SurveyId, String), String>>,
+    stats_pending: Arc<Mutex<Pending>>,
+    lake_pending: Arc<Mutex<Pending>>,
+    stats_watermark: AtomicU64,
+    lake_watermark: AtomicU64,
+    stats_lock: tokio::sync::Mutex<()>,
+    flush_lock: tokio::sync::Mutex<()>,
+    flush_wanted: tokio::sync::Notify,
+}
+
+/// The collector's engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Ingestor {
+    inner: Arc<Inner>,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for Ingestor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ingestor").field("instance", &self.inner.config.instance_id).finish()
+    }
+}
+
+/// Bound on the identifier-to-reference memo; it is refilled from the catalog when cleared.
+const MAX_REMEMBERED_REFERENCES: usize = 1_000_000;
+/// How long an unknown tracking key is remembered as unknown.
+const UNKNOWN_SURVEY_TTL: Duration = Duration::from_secs(1);
+
+impl Ingestor {
+    /// Opens the log, replays what earlier runs left in it into the catalog and the lake, and
+    /// starts the background consumers.
+    pub async fn start(
+        config: IngestConfig,
+        catalog: Arc<dyn Catalog>,
+        lake: Arc<dyn ObjectStore>,
+    ) -> Result<Ingestor, IngestError> {
+        let stats_pending = Arc::new(Mutex::new(Pending::default()));
+        let lake_pending = Arc::new(Mutex::new(Pending::default()));
+        let (sink_stats, sink_lake) = (Arc::clone(&stats_pending), Arc::clone(&lake_pending));
+        let (wal, recovered) = Wal::open(
+            &config.wal_dir,
+            Box::new(move |records| {
+                let mut stats = sink_stats.lock();
+                let mut lake = sink_lake.lock();
+                for record in records {
+                    stats.push(Arc::clone(record));
+                    lake.push(Arc::clone(record));
+                }
+            }),
+        )
+        .map_err(Arc::new)?;
+
+        let stats_watermark = catalog.wal_watermark(&config.instance_id, WalConsumer::Stats).await?;
+        let lake_watermark = catalog.wal_watermark(&config.instance_id, WalConsumer::Lake).await?;
+        let replayed = recovered.records.len();
+        {
+            let mut stats = stats_pending.lock();
+            let mut lake = lake_pending.lock();
+            for record in recovered.records.into_iter().map(Arc::new) {
+                if record.lsn > stats_watermark {
+                    stats.push(Arc::clone(&record));
+                }
+                if record.lsn > lake_watermark {
+                    lake.push(record);
+                }
+            }
+            tracing::info!(
+                replayed,
+                stats_backlog = stats.records.len(),
+                lake_backlog = lake.records.len(),
+                torn_bytes = recovered.truncated_bytes,
+                "write-ahead log opened"
+            );
+        }
+
+        let ingestor = Ingestor {
+            inner: Arc::new(Inner {
+                config,
+                catalog,
+                lake,
+                wal,
+                surveys: RwLock::new(HashMap::new()),
+                tombstones: RwLock::new(HashSet::new()),
+                last_tombstone_id: AtomicU64::new(0),
+                references: Mutex::new(HashMap::new()),
+                stats_pending,
+                lake_pending,
+                stats_watermark: AtomicU64::new(stats_watermark),
+                lake_watermark: AtomicU64::new(lake_watermark),
+                stats_lock: tokio::sync::Mutex::new(()),
+                flush_lock: tokio::sync::Mutex::new(()),
+                flush_wanted: tokio::sync::Notify::new(),
+            }),
+            tasks: Arc::new(Mutex::new(Vec::new())),
+        };
+        ingestor.remove_orphan_files().await?;
+        ingestor.refresh_tombstones().await?;
+        // Replayed batches become visible before the first request is served.
+        ingestor.flush().await?;
+        ingestor.spawn_background();
+        Ok(ingestor)
+    }
+
+    /// Validates and durably logs one collector batch.
+    pub async fn accept(&self, tracking_key: &str, identifier: &str, body: Bytes) -> Result<Accepted, IngestError> {
+        batch::validate_identifier(identifier).map_err(IngestError::InvalidIdentifier)?;
+        let survey_id = self.resolve_tracking_key(tracking_key).await?;
+        let count = batch::count_batch_events(&body)?;
+        if self.is_deleted(&survey_id, identifier) {
+            return Ok(Accepted::Deleted { count });
+        }
+        if self.inner.lake_pending.lock().bytes > self.inner.config.max_buffered_bytes {
+            self.inner.flush_wanted.notify_one();
+            return Err(IngestError::Overloaded);
+        }
+        let append = Append {
+            received_at: catalog::now_millis(),
+            survey_id,
+            identifier: identifier.to_owned(),
+            body,
+        };
+        self.inner.wal.append(append).await?;
+        if self.inner.lake_pending.lock().bytes >= self.inner.config.flush_bytes {
+            self.inner.flush_wanted.notify_one();
+        }
+        Ok(Accepted::Stored { count })
+    }
+
+    /// Tells the collector about a survey just provisioned, sparing it a catalog round trip.
+    pub fn remember_survey(&self, tracking_key: &TrackingKey, survey_id: &SurveyId) {
+        self.inner
+            .surveys
+            .write()
+            .insert(tracking_key.as_str().to_owned(), CachedSurvey::Known(survey_id.clone()));
+    }
+
+    async fn resolve_tracking_key(&self, tracking_key: &str) -> Result<SurveyId, IngestError> {
+        let key = TrackingKey::parse(tracking_key).ok_or(IngestError::UnknownTrackingKey)?;
+        match self.inner.surveys.read().get(key.as_str()) {
+            Some(CachedSurvey::Known(id)) => return Ok(id.clone()),
+            Some(CachedSurvey::Unknown { until }) if *until > Instant::now() => {
+                return Err(IngestError::UnknownTrackingKey);
+            }
+            _ => {}
+        }
+        let found = self.inner.catalog.survey_by_tracking_key(&key).await?;
+        let entry = match &found {
+            Some(id) => CachedSurvey::Known(id.clone()),
+            None => CachedSurvey::Unknown { until: Instant::now() + UNKNOWN_SURVEY_TTL },
+        };
+        let mut surveys = self.inner.surveys.write();
+        if surveys.len() > 100_000 {
+            surveys.retain(|_, cached| matches!(cached, CachedSurvey::Known(_)));
+        }
+        surveys.insert(key.as_str().to_owned(), entry);
+        found.ok_or(IngestError::UnknownTrackingKey)
+    }
+
+    fn is_deleted(&self, survey_id: &SurveyId, identifier: &str) -> bool {
+        let tombstones = self.inner.tombstones.read();
+        if tombstones.is_empty() {
+            return false;
+        }
+        if let Some(reference) = batch::normalize_reference(identifier) {
+            if tombstones.contains(&(survey_id.clone(), reference)) {
+                return true;
+            }
+        }
+        let linked = self
+            .inner
+            .references
+            .lock()
+            .get(&(survey_id.clone(), identifier.to_owned()))
+            .cloned();
+        linked.is_some_and(|reference| tombstones.contains(&(survey_id.clone(), reference)))
+    }
+
+    /// Loads tombstones created since the last call (on any instance).
+    pub async fn refresh_tombstones(&self) -> Result<(), IngestError> {
+        let after = self.inner.last_tombstone_id.load(Ordering::Acquire) as i64;
+        let fresh = self.inner.catalog.tombstones_after(after).await?;
+        if let Some(last) = fresh.last() {
+            self.inner.last_tombstone_id.store(last.id.max(0) as u64, Ordering::Release);
+            let mut tombstones = self.inner.tombstones.write();
+            tombstones.extend(fresh.into_iter().map(|t| (t.survey_id, t.reference)));
+        }
+        Ok(())
+    }
+
+    /// Applies pending session statistics to the catalog.
+    pub async fn apply_stats(&self) -> Result<usize, IngestError> {
+        let _guard = self.inner.stats_lock.lock().await;
+        let records = self.inner.stats_pending.lock().snapshot();
+        let Some(through_lsn) = records.last().map(|record| record.lsn) else {
+            return Ok(0);
+        };
+        let deltas = tokio::task::spawn_blocking(move || session_deltas(&records)).await?;
+        self.inner
+            .catalog
+            .apply_session_stats(&self.inner.config.instance_id, through_lsn, &deltas)
+            .await?;
+        {
+            let mut references = self.inner.references.lock();
+            if references.len() > MAX_REMEMBERED_REFERENCES {
+                references.clear();
+            }
+            for delta in &deltas {
+                if let Some(reference) = &delta.reference {
+                    let key = (delta.survey_id.clone(), delta.identifier.clone());
+                    if delta.reference_explicit || !references.contains_key(&key) {
+                        references.insert(key, reference.clone());
+                    }
+                }
+            }
+        }
+        self.inner.stats_pending.lock().drain_through(through_lsn);
+        self.inner.stats_watermark.store(through_lsn, Ordering::Release);
+        self.truncate_log();
+        Ok(deltas.len())
+    }
+
+    /// Writes every batch logged so far to the lake and makes the files live.
+    pub async fn flush(&self) -> Result<FlushReport, IngestError> {
+        // References learned from the stream first, so the files carry them.
+        self.apply_stats().await?;
+        let _guard = self.inner.flush_lock.lock().await;
+        let records = self.inner.lake_pending.lock().snapshot();
+        let (Some(first), Some(last)) = (records.first(), records.last()) else {
+            return Ok(FlushReport::default());
+        };
+        let (first_lsn, through_lsn) = (first.lsn, last.lsn);
+        let references = self.references_for(&records).await?;
+        let instance = self.inner.config.instance_id.clone();
+        let files = tokio::task::spawn_blocking(move || {
+            build_event_files(&records, &references, &instance, first_lsn, through_lsn)
+        })
+        .await??;
+
+        let mut committed = Vec::with_capacity(files.len());
+        let mut events = 0;
+        for (bytes, file) in files {
+            events += file.row_count;
+            self.inner
+                .lake
+                .put(&ObjectPath::from(file.path.as_str()), bytes.into())
+                .await
+                .map_err(lake::LakeError::from)?;
+            committed.push(file);
+        }
+        self.inner
+            .catalog
+            .commit_event_files(&self.inner.config.instance_id, through_lsn, &committed)
+            .await?;
+        self.inner.lake_pending.lock().drain_through(through_lsn);
+        self.inner.lake_watermark.store(through_lsn, Ordering::Release);
+        self.inner.wal.request_roll();
+        self.truncate_log();
+        tracing::debug!(files = committed.len(), events, through_lsn, "flushed to the lake");
+        Ok(FlushReport { files: committed.len(), events, through_lsn })
+    }
+
+    /// Stops the background consumers and writes everything buffered. Call once, on shutdown.
+    pub async fn shutdown(&self) -> Result<FlushReport, IngestError> {
+        for task in self.tasks.lock().drain(..) {
+            task.abort();
+        }
+        self.flush().await
+    }
+
+    /// The log's sequence number of the last durable batch, and each consumer's watermark.
+    pub fn positions(&self) -> (u64, u64, u64) {
+        (
+            self.inner.wal.last_lsn(),
+            self.inner.stats_watermark.load(Ordering::Acquire),
+            self.inner.lake_watermark.load(Ordering::Acquire),
+        )
+    }
+
+    fn truncate_log(&self) {
+        let through = self
+            .inner
+            .stats_watermark
+            .load(Ordering::Acquire)
+            .min(self.inner.lake_watermark.load(Ordering::Acquire));
+        if let Err(error) = self.inner.wal.truncate_through(through) {
+            tracing::warn!(%error, "could not delete consumed write-ahead log segments");
+        }
+    }
+
+    /// Each identifier's reference: learned from the stream, else from the catalog.
+    async fn references_for(&self, records: &[Arc<WalRecord>]) -> Result<HashMap<(SurveyId, String), String>, IngestError> {
+        let mut known = HashMap::new();
+        let mut missing: HashMap<SurveyId, HashSet<String>> = HashMap::new();
+        {
+            let memo = self.inner.references.lock();
+            for record in records {
+                let key = (record.survey_id.clone(), record.identifier.clone());
+                if known.contains_key(&key) {
+                    continue;
+                }
+                match memo.get(&key) {
+                    Some(reference) => {
+                        known.insert(key, reference.clone());
+                    }
+                    None => {
+                        missing.entry(key.0).or_default().insert(key.1);
+                    }
+                }
+            }
+        }
+        for (survey_id, identifiers) in missing {
+            let identifiers: Vec<String> = identifiers.into_iter().collect();
+            for chunk in identifiers.chunks(500) {
+                for (identifier, reference) in self.inner.catalog.session_references(&survey_id, chunk).await? {
+                    known.insert((survey_id.clone(), identifier), reference);
+                }
+            }
+        }
+        Ok(known)
+    }
+
+    /// Deletes events files this instance wrote but never committed (a crash between the upload
+    /// and the catalog commit). Other instances' uploads in flight are left alone.
+    async fn remove_orphan_files(&self) -> Result<(), IngestError> {
+        let live: HashSet<String> = self
+            .inner
+            .catalog
+            .live_files(LakeFileKind::Events, None)
+            .await?
+            .into_iter()
+            .map(|file| file.file.path)
+            .collect();
+        let prefix = ObjectPath::from("events");
+        let objects: Vec<_> = self
+            .inner
+            .lake
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(lake::LakeError::from)?;
+        for object in objects {
+            let path = object.location.to_string();
+            let ours = lake::events_file_instance(&path) == Some(self.inner.config.instance_id.as_str());
+            if ours && !live.contains(&path) {
+                tracing::info!(path, "removing an uncommitted events file");
+                self.inner.lake.delete(&object.location).await.map_err(lake::LakeError::from)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn_background(&self) {
+        let mut tasks = self.tasks.lock();
+
+        let stats = self.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(stats.inner.config.stats_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(error) = stats.apply_stats().await {
+                    tracing::error!(%error, "applying session statistics failed; will retry");
+                }
+                if let Err(error) = stats.refresh_tombstones().await {
+                    tracing::warn!(%error, "refreshing tombstones failed; will retry");
+                }
+            }
+        }));
+
+        let flusher = self.clone();
+        tasks.push(tokio::spawn(async move {
+            let interval = flusher.inner.config.flush_interval;
+            loop {
+                let _ = tokio::time::timeout(interval, flusher.inner.flush_wanted.notified()).await;
+                if let Err(error) = flusher.flush().await {
+                    tracing::error!(%error, "flushing to the lake failed; will retry");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }));
+    }
+}
+
+/// Per-identifier statistics of a run of log records.
+fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
+    let mut by_session: HashMap<(&SurveyId, &str), SessionDelta> = HashMap::new();
+    for record in records {
+        // Bodies in the log were validated before they were logged.
+        let Ok(events) = batch::batch_events(&record.body) else { continue };
+        if events.is_empty() {
+            continue;
+        }
+        let delta = by_session
+            .entry((&record.survey_id, record.identifier.as_str()))
+            .or_insert_with(|| SessionDelta {
+                survey_id: record.survey_id.clone(),
+                identifier: record.identifier.clone(),
+                reference: batch::normalize_reference(&record.identifier),
+                reference_explicit: false,
+                event_count: 0,
+                first_event_at: i64::MAX,
+                last_event_at: i64::MIN,
+            });
+        for raw in events {
+            let (event_time, interview_id) = event_row::stats_view(raw);
+            let time = event_row::plausible_time(event_time, record.received_at);
+            delta.event_count += 1;
+            delta.first_event_at = delta.first_event_at.min(time);
+            delta.last_event_at = delta.last_event_at.max(time);
+            if let Some(reference) = interview_id.as_deref().and_then(batch::normalize_reference) {
+                delta.reference = Some(reference);
+                delta.reference_explicit = true;
+            }
+        }
+    }
+    by_session.into_values().collect()
+}
+
+/// UTC calendar date of a Unix-millisecond time, `YYYY-MM-DD`.
+fn utc_date(millis: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(millis)
+        .unwrap_or_default()
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+/// Encodes the records as one Parquet file per (survey, date) partition, rows sorted by session.
+fn build_event_files(
+    records: &[Arc<WalRecord>],
+    references: &HashMap<(SurveyId, String), String>,
+    instance: &str,
+    first_lsn: u64,
+    through_lsn: u64,
+) -> Result<Vec<(Vec<u8>, NewLakeFile)>, IngestError> {
+    let mut partitions: HashMap<(&SurveyId, String), Vec<LakeEvent<'_>>> = HashMap::new();
+    for record in records {
+        let Ok(events) = batch::batch_events(&record.body) else { continue };
+        let rows: Vec<_> = events.into_iter().map(decode_event).collect();
+        // A session event in the batch names the reference; else what the stream or the
+        // catalog linked to the identifier; else the identifier itself when it is a UUID.
+        let named = rows
+            .iter()
+            .find_map(|row| row.interview_id.as_deref().and_then(batch::normalize_reference));
+        let reference: Option<Arc<str>> = named
+            .or_else(|| references.get(&(record.survey_id.clone(), record.identifier.clone())).cloned())
+            .or_else(|| batch::normalize_reference(&record.identifier))
+            .map(Arc::from);
+        let partition = partitions
+            .entry((&record.survey_id, utc_date(record.received_at)))
+            .or_default();
+        for row in rows {
+            partition.push(LakeEvent {
+                session_id: &record.identifier,
+                reference: reference.clone(),
+                received_at: record.received_at,
+                row,
+            });
+        }
+    }
+
+    let mut files = Vec::with_capacity(partitions.len());
+    for ((survey_id, date), mut events) in partitions {
+        events.sort_by(|a, b| a.session_id.cmp(b.session_id));
+        let batch = events_file::build_batch(survey_id.as_str(), &events)
+            .map_err(|error| IngestError::Encode(error.to_string()))?;
+        let bytes = events_file::encode_parquet(&batch).map_err(|error| IngestError::Encode(error.to_string()))?;
+        let path = lake::events_file_path(survey_id.as_str(), &date, instance, first_lsn, through_lsn);
+        let file = NewLakeFile {
+            path,
+            kind: LakeFileKind::Events,
+            survey_id: survey_id.clone(),
+            partition_date: Some(date),
+            row_count: events.len() as u64,
+            size_bytes: bytes.len() as u64,
+            min_session: events.first().map(|event| event.session_id.to_owned()),
+            max_session: events.last().map(|event| event.session_id.to_owned()),
+        };
+        files.push((bytes, file));
+    }
+    Ok(files)
+}
