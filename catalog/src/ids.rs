@@ -71,7 +71,9 @@ mod tests {
     fn parses_only_24_hex_characters() {
         assert!(SurveyId::parse("0123456789abcdefABCDEF01").is_some());
         assert_eq!(
-            SurveyId::parse("0123456789ABCDEF01234567").expect("valid").as_str(),
+            SurveyId::parse("0123456789ABCDEF01234567")
+                .expect("valid")
+                .as_str(),
             "0123456789abcdef01234567"
         );
         assert!(SurveyId::parse("0123456789abcdef0123456").is_none());

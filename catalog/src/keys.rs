@@ -47,7 +47,11 @@ impl Scope {
     /// Parses a comma-separated list, rejecting unknown names.
     pub fn parse_list(value: &str) -> Result<Vec<Scope>, String> {
         let mut scopes = Vec::new();
-        for name in value.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        for name in value
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+        {
             let scope = Scope::parse(name).ok_or_else(|| format!("unknown scope {name:?}"))?;
             if !scopes.contains(&scope) {
                 scopes.push(scope);
@@ -57,7 +61,11 @@ impl Scope {
     }
 
     pub(crate) fn join(scopes: &[Scope]) -> String {
-        scopes.iter().map(|scope| scope.as_str()).collect::<Vec<_>>().join(",")
+        scopes
+            .iter()
+            .map(|scope| scope.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -108,7 +116,10 @@ impl IntegrationKeySecret {
         let secret_bytes: [u8; SECRET_HEX_LEN / 2] = rand::random();
         let prefix = format!("{PREFIX_TAG}{}", hex::encode(prefix_bytes));
         let secret = format!("{prefix}_{}", hex::encode(secret_bytes));
-        Self { secret, prefix: KeyPrefix(prefix) }
+        Self {
+            secret,
+            prefix: KeyPrefix(prefix),
+        }
     }
 
     /// Parses a presented key; `None` when it is not of the key format at all.
@@ -123,7 +134,10 @@ impl IntegrationKeySecret {
         secret_hex
             .bytes()
             .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-            .then(|| Self { secret: value.to_owned(), prefix })
+            .then(|| Self {
+                secret: value.to_owned(),
+                prefix,
+            })
     }
 
     pub fn prefix(&self) -> &KeyPrefix {

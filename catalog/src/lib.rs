@@ -60,6 +60,9 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
 
     async fn count_organizations(&self) -> Result<u64>;
 
+    /// Organizations that are not deleted, oldest first.
+    async fn list_organizations(&self) -> Result<Vec<Organization>>;
+
     /// Creates a key; the returned secret is the only time it is ever available.
     async fn create_key(
         &self,
@@ -75,7 +78,8 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Resolves a well-formed presented secret to its key and organization. `None` for an
     /// unknown or revoked key or a wrong secret.
-    async fn authenticate(&self, secret: &IntegrationKeySecret) -> Result<Option<AuthenticatedKey>>;
+    async fn authenticate(&self, secret: &IntegrationKeySecret)
+    -> Result<Option<AuthenticatedKey>>;
 
     // --- surveys ---
 
@@ -128,7 +132,11 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         identifiers: &[String],
     ) -> Result<Vec<(String, String)>>;
 
-    async fn live_files(&self, kind: LakeFileKind, survey: Option<&SurveyId>) -> Result<Vec<LakeFile>>;
+    async fn live_files(
+        &self,
+        kind: LakeFileKind,
+        survey: Option<&SurveyId>,
+    ) -> Result<Vec<LakeFile>>;
 
     /// Tombstones with an id above `after`, oldest first.
     async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>>;

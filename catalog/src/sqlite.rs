@@ -130,18 +130,35 @@ impl Catalog for SqliteCatalog {
         Ok(count.max(0) as u64)
     }
 
+    async fn list_organizations(&self) -> Result<Vec<Organization>> {
+        let rows = sqlx::query(
+            "SELECT id, name, created_at FROM organizations WHERE deleted_at IS NULL
+             ORDER BY created_at, id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Organization {
+                    id: OrganizationId::from_stored(row.try_get("id")?),
+                    name: row.try_get("name")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
     async fn create_key(
         &self,
         organization: &OrganizationId,
         label: &str,
         scopes: &[Scope],
     ) -> Result<CreatedKey> {
-        let live: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM organizations WHERE id = ? AND deleted_at IS NULL",
-        )
-        .bind(organization.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
+        let live: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM organizations WHERE id = ? AND deleted_at IS NULL")
+                .bind(organization.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
         if live.is_none() {
             return Err(Error::OrganizationNotFound(organization.to_string()));
         }
@@ -192,7 +209,10 @@ impl Catalog for SqliteCatalog {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn authenticate(&self, secret: &IntegrationKeySecret) -> Result<Option<AuthenticatedKey>> {
+    async fn authenticate(
+        &self,
+        secret: &IntegrationKeySecret,
+    ) -> Result<Option<AuthenticatedKey>> {
         let row = sqlx::query(
             "SELECT k.prefix, k.organization_id, k.label, k.scopes, k.created_at, k.revoked_at,
                     k.secret_sha256, o.name AS organization_name, o.deleted_at
@@ -263,10 +283,11 @@ impl Catalog for SqliteCatalog {
     }
 
     async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>> {
-        let id: Option<String> = sqlx::query_scalar("SELECT id FROM surveys WHERE tracking_key = ?")
-            .bind(tracking_key.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
+        let id: Option<String> =
+            sqlx::query_scalar("SELECT id FROM surveys WHERE tracking_key = ?")
+                .bind(tracking_key.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
         Ok(id.map(SurveyId::from_stored))
     }
 
@@ -363,9 +384,8 @@ impl Catalog for SqliteCatalog {
             return Ok(Vec::new());
         }
         // Captured statistics and scores, each aggregated per reference, joined on the reference.
-        let mut query = QueryBuilder::new(
-            "WITH wanted(reference) AS (SELECT value FROM json_each(",
-        );
+        let mut query =
+            QueryBuilder::new("WITH wanted(reference) AS (SELECT value FROM json_each(");
         let wanted = serde_json_array(references);
         query.push_bind(wanted);
         query.push(
@@ -435,7 +455,11 @@ impl Catalog for SqliteCatalog {
             .collect()
     }
 
-    async fn live_files(&self, kind: LakeFileKind, survey: Option<&SurveyId>) -> Result<Vec<LakeFile>> {
+    async fn live_files(
+        &self,
+        kind: LakeFileKind,
+        survey: Option<&SurveyId>,
+    ) -> Result<Vec<LakeFile>> {
         let rows = sqlx::query(
             "SELECT id, path, kind, survey_id, partition_date, row_count, size_bytes, min_session,
                     max_session, created_at
@@ -520,7 +544,9 @@ mod tests {
 
     async fn open_temp() -> (tempfile::TempDir, SqliteCatalog) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let catalog = SqliteCatalog::open(&dir.path().join("catalog.db")).await.expect("open");
+        let catalog = SqliteCatalog::open(&dir.path().join("catalog.db"))
+            .await
+            .expect("open");
         (dir, catalog)
     }
 
@@ -528,8 +554,15 @@ mod tests {
     async fn keys_authenticate_until_revoked() {
         let (_dir, catalog) = open_temp().await;
         let org = catalog.create_organization("Acme").await.expect("org");
-        let created = catalog.create_key(&org.id, "server", &Scope::ALL).await.expect("key");
-        let found = catalog.authenticate(&created.secret).await.expect("auth").expect("valid");
+        let created = catalog
+            .create_key(&org.id, "server", &Scope::ALL)
+            .await
+            .expect("key");
+        let found = catalog
+            .authenticate(&created.secret)
+            .await
+            .expect("auth")
+            .expect("valid");
         assert_eq!(found.key.prefix, created.info.prefix);
         assert_eq!(found.organization_name, "Acme");
 
@@ -537,9 +570,25 @@ mod tests {
         let forged = IntegrationKeySecret::parse(&forged).expect("well formed");
         assert!(catalog.authenticate(&forged).await.expect("auth").is_none());
 
-        assert!(catalog.revoke_key(created.secret.prefix()).await.expect("revoke"));
-        assert!(!catalog.revoke_key(created.secret.prefix()).await.expect("revoke twice"));
-        assert!(catalog.authenticate(&created.secret).await.expect("auth").is_none());
+        assert!(
+            catalog
+                .revoke_key(created.secret.prefix())
+                .await
+                .expect("revoke")
+        );
+        assert!(
+            !catalog
+                .revoke_key(created.secret.prefix())
+                .await
+                .expect("revoke twice")
+        );
+        assert!(
+            catalog
+                .authenticate(&created.secret)
+                .await
+                .expect("auth")
+                .is_none()
+        );
     }
 
     #[tokio::test]
@@ -547,21 +596,39 @@ mod tests {
         let (_dir, catalog) = open_temp().await;
         let org = catalog.create_organization("Acme").await.expect("org");
         let other = catalog.create_organization("Other").await.expect("org");
-        let first = catalog.provision_survey(&org.id, "ext-1", "First").await.expect("first");
-        let again = catalog.provision_survey(&org.id, "ext-1", "Renamed").await.expect("again");
+        let first = catalog
+            .provision_survey(&org.id, "ext-1", "First")
+            .await
+            .expect("first");
+        let again = catalog
+            .provision_survey(&org.id, "ext-1", "Renamed")
+            .await
+            .expect("again");
         assert_eq!(first.id, again.id);
         assert_eq!(first.tracking_key, again.tracking_key);
         assert_eq!(again.name, "Renamed");
-        let foreign = catalog.provision_survey(&other.id, "ext-1", "Theirs").await.expect("other");
+        let foreign = catalog
+            .provision_survey(&other.id, "ext-1", "Theirs")
+            .await
+            .expect("other");
         assert_ne!(foreign.id, first.id);
-        assert!(catalog.survey(&other.id, &first.id).await.expect("get").is_none());
+        assert!(
+            catalog
+                .survey(&other.id, &first.id)
+                .await
+                .expect("get")
+                .is_none()
+        );
     }
 
     #[tokio::test]
     async fn session_stats_aggregate_per_reference_and_watermark_advances() {
         let (_dir, catalog) = open_temp().await;
         let org = catalog.create_organization("Acme").await.expect("org");
-        let survey = catalog.provision_survey(&org.id, "s", "S").await.expect("survey");
+        let survey = catalog
+            .provision_survey(&org.id, "s", "S")
+            .await
+            .expect("survey");
         let reference = "1b4e28ba-2fa1-11d2-883f-0016d3cca427".to_owned();
         let delta = |identifier: &str, count, first, last| SessionDelta {
             survey_id: survey.id.clone(),
@@ -576,9 +643,24 @@ mod tests {
             .apply_session_stats("i", 5, &[delta("a", 3, 100, 200), delta("b", 2, 50, 150)])
             .await
             .expect("apply");
-        catalog.apply_session_stats("i", 9, &[delta("a", 4, 120, 400)]).await.expect("apply");
-        assert_eq!(catalog.wal_watermark("i", WalConsumer::Stats).await.expect("wm"), 9);
-        assert_eq!(catalog.wal_watermark("i", WalConsumer::Lake).await.expect("wm"), 0);
+        catalog
+            .apply_session_stats("i", 9, &[delta("a", 4, 120, 400)])
+            .await
+            .expect("apply");
+        assert_eq!(
+            catalog
+                .wal_watermark("i", WalConsumer::Stats)
+                .await
+                .expect("wm"),
+            9
+        );
+        assert_eq!(
+            catalog
+                .wal_watermark("i", WalConsumer::Lake)
+                .await
+                .expect("wm"),
+            0
+        );
 
         let summaries = catalog
             .lookup_sessions(&survey.id, &[reference.clone(), "missing".to_owned()])

@@ -52,15 +52,22 @@ impl<'de: 'a, 'a> Deserialize<'de> for EventsField<'a> {
                 f.write_str("an array of events")
             }
 
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut events = Vec::with_capacity(seq.size_hint().unwrap_or(32).min(MAX_EVENTS_PER_BATCH));
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut events =
+                    Vec::with_capacity(seq.size_hint().unwrap_or(32).min(MAX_EVENTS_PER_BATCH));
                 while let Some(event) = seq.next_element::<&'a RawValue>()? {
                     events.push(event);
                 }
                 Ok(EventsField::Array(events))
             }
 
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(EventsField::Other)
             }
@@ -162,19 +169,37 @@ mod tests {
     fn counts_events_of_a_valid_batch() {
         let body = br#"{"events":[{"type":"pointermove","timestamp":1,"data":{"x":1,"y":2}}, 3, "s", null, [1,[2]]]}"#;
         assert_eq!(count_batch_events(body), Ok(5));
-        assert_eq!(count_batch_events(br#"{"events":[], "extra": {"a": 1}}"#), Ok(0));
+        assert_eq!(
+            count_batch_events(br#"{"events":[], "extra": {"a": 1}}"#),
+            Ok(0)
+        );
     }
 
     #[test]
     fn rejects_bodies_that_are_not_batches() {
-        assert_eq!(count_batch_events(br#"{"events":{}}"#), Err(BatchError::NotABatch));
-        assert_eq!(count_batch_events(br#"{"events":"x"}"#), Err(BatchError::NotABatch));
+        assert_eq!(
+            count_batch_events(br#"{"events":{}}"#),
+            Err(BatchError::NotABatch)
+        );
+        assert_eq!(
+            count_batch_events(br#"{"events":"x"}"#),
+            Err(BatchError::NotABatch)
+        );
         assert_eq!(count_batch_events(br#"{}"#), Err(BatchError::NotABatch));
         assert_eq!(count_batch_events(br#"[1,2]"#), Err(BatchError::NotABatch));
         assert_eq!(count_batch_events(br#"42"#), Err(BatchError::NotABatch));
-        assert!(matches!(count_batch_events(b""), Err(BatchError::Malformed(_))));
-        assert!(matches!(count_batch_events(br#"{"events":[1,]}"#), Err(BatchError::Malformed(_))));
-        assert!(matches!(count_batch_events(b"{\"events\":[\"\xff\"]}"), Err(BatchError::Malformed(_))));
+        assert!(matches!(
+            count_batch_events(b""),
+            Err(BatchError::Malformed(_))
+        ));
+        assert!(matches!(
+            count_batch_events(br#"{"events":[1,]}"#),
+            Err(BatchError::Malformed(_))
+        ));
+        assert!(matches!(
+            count_batch_events(b"{\"events\":[\"\xff\"]}"),
+            Err(BatchError::Malformed(_))
+        ));
         assert!(matches!(
             count_batch_events(br#"{"events":[]} trailing"#),
             Err(BatchError::Malformed(_))
@@ -186,25 +211,42 @@ mod tests {
         // Any JSON value is a valid event; raw values are skipped without recursion, and the
         // typed decoder's recursion limit turns a too-deep event into a raw payload.
         let depth = 100_000;
-        let body = format!("{{\"events\":[{}{}]}}", "[".repeat(depth), "]".repeat(depth));
+        let body = format!(
+            "{{\"events\":[{}{}]}}",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
         assert_eq!(count_batch_events(body.as_bytes()), Ok(1));
-        let objects = format!("{{\"events\":[{}1{}]}}", "{\"a\":".repeat(depth), "}".repeat(depth));
+        let objects = format!(
+            "{{\"events\":[{}1{}]}}",
+            "{\"a\":".repeat(depth),
+            "}".repeat(depth)
+        );
         assert_eq!(count_batch_events(objects.as_bytes()), Ok(1));
         for raw in batch_events(objects.as_bytes()).expect("valid") {
             let row = crate::event_row::decode_event(raw);
             assert_eq!(row.payload, Some(raw.get()));
         }
         let unbalanced = format!("{{\"events\":[{}]}}", "[".repeat(depth));
-        assert!(matches!(count_batch_events(unbalanced.as_bytes()), Err(BatchError::Malformed(_))));
+        assert!(matches!(
+            count_batch_events(unbalanced.as_bytes()),
+            Err(BatchError::Malformed(_))
+        ));
     }
 
     #[test]
     fn enforces_event_and_size_limits() {
         let events = vec!["1"; MAX_EVENTS_PER_BATCH + 1].join(",");
         let body = format!("{{\"events\":[{events}]}}");
-        assert_eq!(count_batch_events(body.as_bytes()), Err(BatchError::TooManyEvents(1001)));
+        assert_eq!(
+            count_batch_events(body.as_bytes()),
+            Err(BatchError::TooManyEvents(1001))
+        );
         let huge = format!("{{\"events\":[\"{}\"]}}", "a".repeat(MAX_BODY_BYTES));
-        assert_eq!(count_batch_events(huge.as_bytes()), Err(BatchError::TooLarge));
+        assert_eq!(
+            count_batch_events(huge.as_bytes()),
+            Err(BatchError::TooLarge)
+        );
     }
 
     #[test]
@@ -263,7 +305,9 @@ mod tests {
             Just(serde_json::Value::Null),
             any::<bool>().prop_map(serde_json::Value::Bool),
             any::<i64>().prop_map(serde_json::Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(serde_json::Value::from),
             ".{0,40}".prop_map(serde_json::Value::String),
         ];
         leaf.prop_recursive(depth, 64, 8, |inner| {

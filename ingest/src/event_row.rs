@@ -67,7 +67,9 @@ pub struct EventData {
 }
 
 /// Deserializes a field that, when present, must not be null.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
     T::deserialize(deserializer).map(Some)
 }
 
@@ -140,8 +142,12 @@ pub fn decode_event(raw: &RawValue) -> EventRow<'_> {
     let Ok(loose) = serde_json::from_str::<LooseEvent<'_>>(text) else {
         return row;
     };
-    row.event_type = loose.event_type.and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
-    row.event_time = loose.timestamp.and_then(|raw| serde_json::from_str::<i64>(raw.get()).ok());
+    row.event_type = loose
+        .event_type
+        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+    row.event_time = loose
+        .timestamp
+        .and_then(|raw| serde_json::from_str::<i64>(raw.get()).ok());
     if let Some(data) = loose.data {
         if let Ok(typed) = serde_json::from_str::<EventData>(data.get()) {
             row.data = typed;
@@ -162,8 +168,12 @@ pub fn stats_view(raw: &RawValue) -> (Option<i64>, Option<String>) {
     let Ok(loose) = serde_json::from_str::<LooseEvent<'_>>(raw.get()) else {
         return (None, None);
     };
-    let time = loose.timestamp.and_then(|raw| serde_json::from_str::<i64>(raw.get()).ok());
-    let is_session = loose.event_type.is_some_and(|raw| raw.get() == "\"session\"");
+    let time = loose
+        .timestamp
+        .and_then(|raw| serde_json::from_str::<i64>(raw.get()).ok());
+    let is_session = loose
+        .event_type
+        .is_some_and(|raw| raw.get() == "\"session\"");
     let interview_id = if is_session {
         loose
             .data
@@ -179,7 +189,12 @@ pub fn stats_view(raw: &RawValue) -> (Option<i64>, Option<String>) {
 /// The plausible time of an event for statistics (see [`EventRow::stats_time`]).
 pub fn plausible_time(event_time: Option<i64>, received_at: i64) -> i64 {
     match event_time {
-        Some(time) if (EARLIEST_PLAUSIBLE_MS..=received_at.saturating_add(FUTURE_SKEW_MS)).contains(&time) => time,
+        Some(time)
+            if (EARLIEST_PLAUSIBLE_MS..=received_at.saturating_add(FUTURE_SKEW_MS))
+                .contains(&time) =>
+        {
+            time
+        }
         _ => received_at,
     }
 }
@@ -189,20 +204,25 @@ mod tests {
     use super::*;
 
     fn decode(text: &str) -> EventRow<'static> {
-        let raw: &'static RawValue = Box::leak(RawValue::from_string(text.to_owned()).expect("json"));
+        let raw: &'static RawValue =
+            Box::leak(RawValue::from_string(text.to_owned()).expect("json"));
         decode_event(raw)
     }
 
     #[test]
     fn vocabulary_events_need_no_payload() {
-        let row = decode(r#"{"type":"pointermove","timestamp":1700000000123,"data":{"x":10,"y":-3,"pointerType":"mouse","trusted":true}}"#);
+        let row = decode(
+            r#"{"type":"pointermove","timestamp":1700000000123,"data":{"x":10,"y":-3,"pointerType":"mouse","trusted":true}}"#,
+        );
         assert_eq!(row.payload, None);
         assert_eq!(row.event_type.as_deref(), Some("pointermove"));
         assert_eq!(row.event_time, Some(1_700_000_000_123));
         assert_eq!((row.data.x, row.data.y), (Some(10), Some(-3)));
         assert_eq!(row.data.trusted, Some(true));
 
-        let key = decode(r#"{"type":"keyup","timestamp":5,"data":{"keyClass":"char","trusted":true,"repeat":false,"holdMs":87.5}}"#);
+        let key = decode(
+            r#"{"type":"keyup","timestamp":5,"data":{"keyClass":"char","trusted":true,"repeat":false,"holdMs":87.5}}"#,
+        );
         assert_eq!(key.payload, None);
         assert_eq!(key.data.hold_ms, Some(87.5));
     }
@@ -230,12 +250,23 @@ mod tests {
 
     #[test]
     fn session_events_yield_their_interview_id() {
-        let row = decode(r#"{"type":"session","timestamp":1,"data":{"sessionId":"s","interviewId":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","webdriver":false}}"#);
-        assert_eq!(row.interview_id.as_deref(), Some("1b4e28ba-2fa1-11d2-883f-0016d3cca427"));
+        let row = decode(
+            r#"{"type":"session","timestamp":1,"data":{"sessionId":"s","interviewId":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","webdriver":false}}"#,
+        );
+        assert_eq!(
+            row.interview_id.as_deref(),
+            Some("1b4e28ba-2fa1-11d2-883f-0016d3cca427")
+        );
         assert!(row.payload.is_some());
-        let raw = RawValue::from_string(r#"{"type":"session","timestamp":9,"data":{"interviewId":"abc"}}"#.to_owned()).expect("json");
+        let raw = RawValue::from_string(
+            r#"{"type":"session","timestamp":9,"data":{"interviewId":"abc"}}"#.to_owned(),
+        )
+        .expect("json");
         assert_eq!(stats_view(&raw), (Some(9), Some("abc".to_owned())));
-        let raw = RawValue::from_string(r#"{"type":"click","timestamp":9,"data":{"interviewId":"abc"}}"#.to_owned()).expect("json");
+        let raw = RawValue::from_string(
+            r#"{"type":"click","timestamp":9,"data":{"interviewId":"abc"}}"#.to_owned(),
+        )
+        .expect("json");
         assert_eq!(stats_view(&raw), (Some(9), None));
     }
 

@@ -13,8 +13,8 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::metadata::SortingColumn;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use crate::event_row::EventRow;
@@ -72,7 +72,10 @@ pub static EVENTS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 });
 
 /// Builds the Arrow batch of one file. `events` must already be sorted by session.
-pub fn build_batch(survey_id: &str, events: &[LakeEvent<'_>]) -> Result<RecordBatch, arrow::error::ArrowError> {
+pub fn build_batch(
+    survey_id: &str,
+    events: &[LakeEvent<'_>],
+) -> Result<RecordBatch, arrow::error::ArrowError> {
     let n = events.len();
     let mut survey = StringDictionaryBuilder::<Int32Type>::new();
     let mut session = StringDictionaryBuilder::<Int32Type>::new();
@@ -235,6 +238,9 @@ mod tests {
             .expect("build");
         let read: Vec<RecordBatch> = reader.collect::<Result<_, _>>().expect("read");
         assert_eq!(read.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
-        assert_eq!(read[0].schema().fields().len(), EVENTS_SCHEMA.fields().len());
+        assert_eq!(
+            read[0].schema().fields().len(),
+            EVENTS_SCHEMA.fields().len()
+        );
     }
 }

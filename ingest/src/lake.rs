@@ -41,8 +41,16 @@ pub fn open_lake(url: &str) -> Result<Arc<dyn ObjectStore>, LakeError> {
 ///     "events/survey_id=00112233445566778899aabb/date=2026-11-22/inst-00000000000000000007-00000000000000000042.parquet"
 /// );
 /// ```
-pub fn events_file_path(survey_id: &str, date: &str, instance: &str, first_lsn: u64, last_lsn: u64) -> String {
-    format!("events/survey_id={survey_id}/date={date}/{instance}-{first_lsn:020}-{last_lsn:020}.parquet")
+pub fn events_file_path(
+    survey_id: &str,
+    date: &str,
+    instance: &str,
+    first_lsn: u64,
+    last_lsn: u64,
+) -> String {
+    format!(
+        "events/survey_id={survey_id}/date={date}/{instance}-{first_lsn:020}-{last_lsn:020}.parquet"
+    )
 }
 
 /// The instance that wrote an events file, read back from its path.

@@ -17,10 +17,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use catalog::{Catalog, LakeFileKind, NewLakeFile, SessionDelta, SurveyId, TrackingKey, WalConsumer};
+use catalog::{
+    Catalog, LakeFileKind, NewLakeFile, SessionDelta, SurveyId, TrackingKey, WalConsumer,
+};
 use futures::TryStreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
 use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
 use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinHandle;
 
@@ -157,7 +159,9 @@ pub struct Ingestor {
 
 impl std::fmt::Debug for Ingestor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ingestor").field("instance", &self.inner.config.instance_id).finish()
+        f.debug_struct("Ingestor")
+            .field("instance", &self.inner.config.instance_id)
+            .finish()
     }
 }
 
@@ -190,8 +194,12 @@ impl Ingestor {
         )
         .map_err(Arc::new)?;
 
-        let stats_watermark = catalog.wal_watermark(&config.instance_id, WalConsumer::Stats).await?;
-        let lake_watermark = catalog.wal_watermark(&config.instance_id, WalConsumer::Lake).await?;
+        let stats_watermark = catalog
+            .wal_watermark(&config.instance_id, WalConsumer::Stats)
+            .await?;
+        let lake_watermark = catalog
+            .wal_watermark(&config.instance_id, WalConsumer::Lake)
+            .await?;
         let replayed = recovered.records.len();
         {
             let mut stats = stats_pending.lock();
@@ -242,7 +250,12 @@ impl Ingestor {
     }
 
     /// Validates and durably logs one collector batch.
-    pub async fn accept(&self, tracking_key: &str, identifier: &str, body: Bytes) -> Result<Accepted, IngestError> {
+    pub async fn accept(
+        &self,
+        tracking_key: &str,
+        identifier: &str,
+        body: Bytes,
+    ) -> Result<Accepted, IngestError> {
         batch::validate_identifier(identifier).map_err(IngestError::InvalidIdentifier)?;
         let survey_id = self.resolve_tracking_key(tracking_key).await?;
         let count = batch::count_batch_events(&body)?;
@@ -268,10 +281,10 @@ impl Ingestor {
 
     /// Tells the collector about a survey just provisioned, sparing it a catalog round trip.
     pub fn remember_survey(&self, tracking_key: &TrackingKey, survey_id: &SurveyId) {
-        self.inner
-            .surveys
-            .write()
-            .insert(tracking_key.as_str().to_owned(), CachedSurvey::Known(survey_id.clone()));
+        self.inner.surveys.write().insert(
+            tracking_key.as_str().to_owned(),
+            CachedSurvey::Known(survey_id.clone()),
+        );
     }
 
     async fn resolve_tracking_key(&self, tracking_key: &str) -> Result<SurveyId, IngestError> {
@@ -286,7 +299,9 @@ impl Ingestor {
         let found = self.inner.catalog.survey_by_tracking_key(&key).await?;
         let entry = match &found {
             Some(id) => CachedSurvey::Known(id.clone()),
-            None => CachedSurvey::Unknown { until: Instant::now() + UNKNOWN_SURVEY_TTL },
+            None => CachedSurvey::Unknown {
+                until: Instant::now() + UNKNOWN_SURVEY_TTL,
+            },
         };
         let mut surveys = self.inner.surveys.write();
         if surveys.len() > 100_000 {
@@ -301,10 +316,10 @@ impl Ingestor {
         if tombstones.is_empty() {
             return false;
         }
-        if let Some(reference) = batch::normalize_reference(identifier) {
-            if tombstones.contains(&(survey_id.clone(), reference)) {
-                return true;
-            }
+        if let Some(reference) = batch::normalize_reference(identifier)
+            && tombstones.contains(&(survey_id.clone(), reference))
+        {
+            return true;
         }
         let linked = self
             .inner
@@ -320,7 +335,9 @@ impl Ingestor {
         let after = self.inner.last_tombstone_id.load(Ordering::Acquire) as i64;
         let fresh = self.inner.catalog.tombstones_after(after).await?;
         if let Some(last) = fresh.last() {
-            self.inner.last_tombstone_id.store(last.id.max(0) as u64, Ordering::Release);
+            self.inner
+                .last_tombstone_id
+                .store(last.id.max(0) as u64, Ordering::Release);
             let mut tombstones = self.inner.tombstones.write();
             tombstones.extend(fresh.into_iter().map(|t| (t.survey_id, t.reference)));
         }
@@ -354,7 +371,9 @@ impl Ingestor {
             }
         }
         self.inner.stats_pending.lock().drain_through(through_lsn);
-        self.inner.stats_watermark.store(through_lsn, Ordering::Release);
+        self.inner
+            .stats_watermark
+            .store(through_lsn, Ordering::Release);
         self.truncate_log();
         Ok(deltas.len())
     }
@@ -392,11 +411,22 @@ impl Ingestor {
             .commit_event_files(&self.inner.config.instance_id, through_lsn, &committed)
             .await?;
         self.inner.lake_pending.lock().drain_through(through_lsn);
-        self.inner.lake_watermark.store(through_lsn, Ordering::Release);
+        self.inner
+            .lake_watermark
+            .store(through_lsn, Ordering::Release);
         self.inner.wal.request_roll();
         self.truncate_log();
-        tracing::debug!(files = committed.len(), events, through_lsn, "flushed to the lake");
-        Ok(FlushReport { files: committed.len(), events, through_lsn })
+        tracing::debug!(
+            files = committed.len(),
+            events,
+            through_lsn,
+            "flushed to the lake"
+        );
+        Ok(FlushReport {
+            files: committed.len(),
+            events,
+            through_lsn,
+        })
     }
 
     /// Stops the background consumers and writes everything buffered. Call once, on shutdown.
@@ -428,7 +458,10 @@ impl Ingestor {
     }
 
     /// Each identifier's reference: learned from the stream, else from the catalog.
-    async fn references_for(&self, records: &[Arc<WalRecord>]) -> Result<HashMap<(SurveyId, String), String>, IngestError> {
+    async fn references_for(
+        &self,
+        records: &[Arc<WalRecord>],
+    ) -> Result<HashMap<(SurveyId, String), String>, IngestError> {
         let mut known = HashMap::new();
         let mut missing: HashMap<SurveyId, HashSet<String>> = HashMap::new();
         {
@@ -451,7 +484,12 @@ impl Ingestor {
         for (survey_id, identifiers) in missing {
             let identifiers: Vec<String> = identifiers.into_iter().collect();
             for chunk in identifiers.chunks(500) {
-                for (identifier, reference) in self.inner.catalog.session_references(&survey_id, chunk).await? {
+                for (identifier, reference) in self
+                    .inner
+                    .catalog
+                    .session_references(&survey_id, chunk)
+                    .await?
+                {
                     known.insert((survey_id.clone(), identifier), reference);
                 }
             }
@@ -480,10 +518,15 @@ impl Ingestor {
             .map_err(lake::LakeError::from)?;
         for object in objects {
             let path = object.location.to_string();
-            let ours = lake::events_file_instance(&path) == Some(self.inner.config.instance_id.as_str());
+            let ours =
+                lake::events_file_instance(&path) == Some(self.inner.config.instance_id.as_str());
             if ours && !live.contains(&path) {
                 tracing::info!(path, "removing an uncommitted events file");
-                self.inner.lake.delete(&object.location).await.map_err(lake::LakeError::from)?;
+                self.inner
+                    .lake
+                    .delete(&object.location)
+                    .await
+                    .map_err(lake::LakeError::from)?;
             }
         }
         Ok(())
@@ -526,7 +569,9 @@ fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
     let mut by_session: HashMap<(&SurveyId, &str), SessionDelta> = HashMap::new();
     for record in records {
         // Bodies in the log were validated before they were logged.
-        let Ok(events) = batch::batch_events(&record.body) else { continue };
+        let Ok(events) = batch::batch_events(&record.body) else {
+            continue;
+        };
         if events.is_empty() {
             continue;
         }
@@ -574,15 +619,23 @@ fn build_event_files(
 ) -> Result<Vec<(Vec<u8>, NewLakeFile)>, IngestError> {
     let mut partitions: HashMap<(&SurveyId, String), Vec<LakeEvent<'_>>> = HashMap::new();
     for record in records {
-        let Ok(events) = batch::batch_events(&record.body) else { continue };
+        let Ok(events) = batch::batch_events(&record.body) else {
+            continue;
+        };
         let rows: Vec<_> = events.into_iter().map(decode_event).collect();
         // A session event in the batch names the reference; else what the stream or the
         // catalog linked to the identifier; else the identifier itself when it is a UUID.
-        let named = rows
-            .iter()
-            .find_map(|row| row.interview_id.as_deref().and_then(batch::normalize_reference));
+        let named = rows.iter().find_map(|row| {
+            row.interview_id
+                .as_deref()
+                .and_then(batch::normalize_reference)
+        });
         let reference: Option<Arc<str>> = named
-            .or_else(|| references.get(&(record.survey_id.clone(), record.identifier.clone())).cloned())
+            .or_else(|| {
+                references
+                    .get(&(record.survey_id.clone(), record.identifier.clone()))
+                    .cloned()
+            })
             .or_else(|| batch::normalize_reference(&record.identifier))
             .map(Arc::from);
         let partition = partitions
@@ -603,8 +656,10 @@ fn build_event_files(
         events.sort_by(|a, b| a.session_id.cmp(b.session_id));
         let batch = events_file::build_batch(survey_id.as_str(), &events)
             .map_err(|error| IngestError::Encode(error.to_string()))?;
-        let bytes = events_file::encode_parquet(&batch).map_err(|error| IngestError::Encode(error.to_string()))?;
-        let path = lake::events_file_path(survey_id.as_str(), &date, instance, first_lsn, through_lsn);
+        let bytes = events_file::encode_parquet(&batch)
+            .map_err(|error| IngestError::Encode(error.to_string()))?;
+        let path =
+            lake::events_file_path(survey_id.as_str(), &date, instance, first_lsn, through_lsn);
         let file = NewLakeFile {
             path,
             kind: LakeFileKind::Events,

@@ -57,14 +57,22 @@ pub struct WalRecord {
 
 impl WalRecord {
     fn encoded_len(&self) -> usize {
-        HEADER_LEN + 8 + 8 + 1 + self.survey_id.as_str().len() + 2 + self.identifier.len() + self.body.len()
+        HEADER_LEN
+            + 8
+            + 8
+            + 1
+            + self.survey_id.as_str().len()
+            + 2
+            + self.identifier.len()
+            + self.body.len()
     }
 
     fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), WalError> {
         let survey = self.survey_id.as_str().as_bytes();
         let identifier = self.identifier.as_bytes();
         let survey_len = u8::try_from(survey.len()).map_err(|_| WalError::RecordTooLarge)?;
-        let identifier_len = u16::try_from(identifier.len()).map_err(|_| WalError::RecordTooLarge)?;
+        let identifier_len =
+            u16::try_from(identifier.len()).map_err(|_| WalError::RecordTooLarge)?;
         let payload_len = self.encoded_len() - HEADER_LEN;
         let payload_len = u32::try_from(payload_len).map_err(|_| WalError::RecordTooLarge)?;
         let start = out.len();
@@ -136,7 +144,9 @@ pub struct Wal {
 
 impl std::fmt::Debug for Wal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wal").field("dir", &self.shared.dir).finish()
+        f.debug_struct("Wal")
+            .field("dir", &self.shared.dir)
+            .finish()
     }
 }
 
@@ -161,7 +171,10 @@ impl Wal {
     pub fn open(dir: &Path, sink: DurableSink) -> Result<(Wal, Recovered), WalError> {
         fs::create_dir_all(dir)?;
         let recovered = replay(dir)?;
-        let next_lsn = recovered.records.last().map_or_else(|| first_lsn_floor(dir), |r| r.lsn + 1);
+        let next_lsn = recovered
+            .records
+            .last()
+            .map_or_else(|| first_lsn_floor(dir), |r| r.lsn + 1);
         let segment = Segment::create(dir, next_lsn)?;
         let shared = Arc::new(Shared {
             dir: dir.to_owned(),
@@ -370,10 +383,16 @@ fn replay(dir: &Path) -> Result<Recovered, WalError> {
         File::open(path)?.read_to_end(&mut data)?;
         let mut offset = 0usize;
         while offset < data.len() {
-            let Some(record) = read_record(&data[offset..]) else { break };
+            let Some(record) = read_record(&data[offset..]) else {
+                break;
+            };
             let (record, len) = record;
             // Sequence numbers only grow; anything else is not a record we wrote.
-            if recovered.records.last().is_some_and(|last| last.lsn >= record.lsn) {
+            if recovered
+                .records
+                .last()
+                .is_some_and(|last| last.lsn >= record.lsn)
+            {
                 break;
             }
             recovered.records.push(record);
@@ -430,7 +449,10 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink_seen = Arc::clone(&seen);
         let sink: DurableSink = Box::new(move |records| {
-            sink_seen.lock().expect("lock").extend(records.iter().map(|r| r.lsn));
+            sink_seen
+                .lock()
+                .expect("lock")
+                .extend(records.iter().map(|r| r.lsn));
         });
         (sink, seen)
     }
@@ -443,7 +465,10 @@ mod tests {
             let (wal, recovered) = Wal::open(dir.path(), sink).expect("open");
             assert!(recovered.records.is_empty());
             for i in 0..10 {
-                let record = wal.append(append(&format!("id{i}"), "{\"events\":[]}")).await.expect("append");
+                let record = wal
+                    .append(append(&format!("id{i}"), "{\"events\":[]}"))
+                    .await
+                    .expect("append");
                 assert_eq!(record.lsn, i + 1);
             }
             assert_eq!(seen.lock().expect("lock").len(), 10);
@@ -482,10 +507,15 @@ mod tests {
             let (sink, _) = collecting_sink();
             let (wal, _) = Wal::open(dir.path(), sink).expect("open");
             for i in 0..3 {
-                wal.append(append(&format!("id{i}"), "{\"events\":[1]}")).await.expect("append");
+                wal.append(append(&format!("id{i}"), "{\"events\":[1]}"))
+                    .await
+                    .expect("append");
             }
         }
-        let (_, path) = list_segments(dir.path()).expect("list").pop().expect("segment");
+        let (_, path) = list_segments(dir.path())
+            .expect("list")
+            .pop()
+            .expect("segment");
         let segments = list_segments(dir.path()).expect("list");
         let written = segments
             .iter()

@@ -1,0 +1,149 @@
+//! Command-line interface: every flag has a long name, an environment variable and a default.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "telltale",
+    version,
+    about = "Behavioural scoring of survey sessions: human-like or automation-like"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub storage: StorageArgs,
+
+    /// Log filter, in tracing's env-filter syntax (e.g. `info,ingest=debug`).
+    #[arg(long, env = "LOG_FILTER", default_value = "info", global = true)]
+    pub log_filter: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the catalog and the lake live. Shared by every subcommand so that the command line and
+/// a running server can use one catalog.
+#[derive(Debug, Clone, Args)]
+pub struct StorageArgs {
+    /// Folder for the embedded defaults: catalog, lake and write-ahead log.
+    #[arg(
+        long,
+        env = "TELLTALE_DATA_DIR",
+        default_value = "./telltale-data",
+        global = true
+    )]
+    pub data_dir: PathBuf,
+
+    /// Catalog URL; default `sqlite://<data-dir>/catalog.db`.
+    #[arg(long, env = "TELLTALE_CATALOG_URL", global = true)]
+    pub catalog: Option<String>,
+
+    /// Lake URL (`file:///path` or a folder); default `<data-dir>/lake`.
+    #[arg(long, env = "TELLTALE_LAKE_URL", global = true)]
+    pub lake: Option<String>,
+}
+
+impl StorageArgs {
+    pub fn catalog_url(&self) -> String {
+        self.catalog
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("catalog.db").display()))
+    }
+
+    pub fn lake_url(&self) -> String {
+        self.lake
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("lake").display().to_string())
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP service: collector, integration API and status.
+    Serve(ServeArgs),
+    /// Manage organizations.
+    #[command(subcommand)]
+    Org(OrgCommand),
+    /// Manage integration keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (printed at start).
+    #[arg(long, env = "TELLTALE_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+
+    /// Public base URL of this service, used in provisioning results; default `http://<bind>`.
+    #[arg(long, env = "TELLTALE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    /// Milliseconds between flushes of buffered events to the lake.
+    #[arg(long, env = "TELLTALE_FLUSH_INTERVAL_MS", default_value_t = 10_000)]
+    pub flush_interval_ms: u64,
+
+    /// Collector requests per second allowed from one client IP (0: unlimited).
+    #[arg(long, env = "TELLTALE_COLLECTOR_IP_RATE", default_value_t = 1000)]
+    pub collector_ip_rate: u32,
+
+    /// Collector requests per second allowed for one browser-session identifier (0: unlimited).
+    #[arg(long, env = "TELLTALE_COLLECTOR_IDENTIFIER_RATE", default_value_t = 20)]
+    pub collector_identifier_rate: u32,
+
+    /// Integration API requests per key per rolling minute.
+    #[arg(long, env = "TELLTALE_API_RATE_PER_MINUTE", default_value_t = 120)]
+    pub api_rate_per_minute: u32,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OrgCommand {
+    /// Create an organization.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Print `{"id": ..., "name": ...}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete an organization: its keys stop working on every instance.
+    Delete {
+        #[arg(value_name = "ORG_ID")]
+        id: String,
+    },
+    /// List organizations.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create an integration key; the secret is printed once and never stored.
+    Create {
+        #[arg(long = "org", value_name = "ORG_ID")]
+        organization: String,
+        #[arg(long)]
+        label: String,
+        /// Comma-separated scopes; default all of them.
+        #[arg(long)]
+        scopes: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List an organization's keys (never their secrets).
+    List {
+        #[arg(long = "org", value_name = "ORG_ID")]
+        organization: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by its prefix.
+    Revoke {
+        #[arg(value_name = "PREFIX")]
+        prefix: String,
+    },
+}

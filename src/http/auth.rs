@@ -1,0 +1,83 @@
+//! Bearer authentication of integration keys, scope checks and the per-key rate limit.
+//!
+//! Every request is authenticated against the catalog, so a key revoked or an organization
+//! deleted from the command line stops working on every instance at once. Only authenticated
+//! requests count towards a key's limit, and refused ones do not count.
+
+use std::time::Instant;
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use catalog::{AuthenticatedKey, IntegrationKeySecret, Scope};
+
+use super::{ApiError, AppState};
+use crate::rate_limit::retry_after_secs;
+
+/// A valid, unrevoked key, whose organization may have been deleted (only context accepts that).
+pub struct KeyContext(pub AuthenticatedKey);
+
+/// A valid key of a live organization.
+pub struct Authenticated(pub AuthenticatedKey);
+
+impl Authenticated {
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.0.key.scopes.contains(&scope) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "this key lacks the {scope} scope"
+            )))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for KeyContext {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .ok_or(ApiError::Unauthorized("missing bearer integration key"))?;
+        let value = header
+            .to_str()
+            .map_err(|_| ApiError::Unauthorized("malformed authorization header"))?;
+        let (scheme, token) = value
+            .split_once(' ')
+            .ok_or(ApiError::Unauthorized("malformed authorization header"))?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(ApiError::Unauthorized(
+                "authorization scheme must be Bearer",
+            ));
+        }
+        let secret = IntegrationKeySecret::parse(token.trim())
+            .ok_or(ApiError::Unauthorized("malformed integration key"))?;
+        let authenticated = state
+            .catalog
+            .authenticate(&secret)
+            .await?
+            .ok_or(ApiError::Unauthorized("invalid or revoked integration key"))?;
+        state
+            .api_limiter
+            .check(authenticated.key.prefix.as_str(), Instant::now())
+            .map_err(|wait| ApiError::RateLimited {
+                retry_after_secs: retry_after_secs(wait),
+            })?;
+        Ok(KeyContext(authenticated))
+    }
+}
+
+impl FromRequestParts<AppState> for Authenticated {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let KeyContext(key) = KeyContext::from_request_parts(parts, state).await?;
+        if key.organization_deleted {
+            return Err(ApiError::Unauthorized(
+                "the key's organization no longer exists",
+            ));
+        }
+        Ok(Authenticated(key))
+    }
+}

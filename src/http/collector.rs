@@ -1,0 +1,153 @@
+//! The browser collector: `POST /event/{key}/{identifier}`.
+//!
+//! Unauthenticated and addressed by the survey's public tracking key, so CORS is open to every
+//! origin. Bodies may be `application/json` or `text/plain` (what `navigator.sendBeacon` sends
+//! for a string). A 201 means the batch is fsync'd in the write-ahead log.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use ingest::batch::{BatchError, MAX_BODY_BYTES};
+use ingest::{Accepted, IngestError};
+use serde::Serialize;
+use tower_http::cors::{Any, CorsLayer};
+use utoipa::ToSchema;
+
+use super::{ApiBytes, ApiError, ApiPath, AppState};
+use crate::rate_limit::retry_after_secs;
+
+pub fn routes() -> Router<AppState> {
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::POST, Method::OPTIONS])
+        .allow_headers([header::CONTENT_TYPE])
+        .max_age(std::time::Duration::from_secs(86_400));
+    Router::new()
+        .route("/event/{key}/{identifier}", post(collect))
+        // One byte over the limit is enough to know the body is too large.
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(cors)
+}
+
+/// Ingestion result (the collector's bare response body).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IngestionResult {
+    /// True on acceptance.
+    pub success: bool,
+    /// Number of events accepted.
+    pub count: usize,
+    /// Present, and true, when the session was deleted and the events discarded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<bool>,
+}
+
+/// Sends a batch of behavioural events for one browser session.
+#[utoipa::path(
+    post,
+    path = "/event/{key}/{identifier}",
+    tag = "collector",
+    params(
+        ("key" = String, Path, description = "the survey's public tracking key"),
+        ("identifier" = String, Path, description = "browser-session identifier: 1 to 128 of [A-Za-z0-9._:-]"),
+    ),
+    request_body(content = String, description = "`{\"events\": [...]}`, as application/json or text/plain", content_type = "application/json"),
+    responses(
+        (status = 201, description = "events accepted (durably logged)", body = IngestionResult),
+        (status = 202, description = "session deleted; events discarded", body = IngestionResult),
+        (status = 400, description = "malformed body or identifier", body = super::openapi::ErrorBody),
+        (status = 404, description = "unknown tracking key", body = super::openapi::ErrorBody),
+        (status = 413, description = "body over 1 MiB or more than 1000 events", body = super::openapi::ErrorBody),
+        (status = 415, description = "unsupported content type", body = super::openapi::ErrorBody),
+        (status = 429, description = "too many requests from this client or for this identifier", body = super::openapi::ErrorBody),
+        (status = 503, description = "collector is catching up", body = super::openapi::ErrorBody),
+    )
+)]
+pub async fn collect(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ApiPath((key, identifier)): ApiPath<(String, String)>,
+    headers: HeaderMap,
+    ApiBytes(body): ApiBytes,
+) -> Result<Response, ApiError> {
+    check_content_type(&headers)?;
+    let now = Instant::now();
+    if let Some(limiter) = &state.ip_limiter {
+        limiter
+            .check(&peer.ip(), now)
+            .map_err(|wait| ApiError::RateLimited {
+                retry_after_secs: retry_after_secs(wait),
+            })?;
+    }
+    if let Some(limiter) = &state.identifier_limiter {
+        limiter
+            .check(&identifier, now)
+            .map_err(|wait| ApiError::RateLimited {
+                retry_after_secs: retry_after_secs(wait),
+            })?;
+    }
+    let outcome = state
+        .ingestor
+        .accept(&key, &identifier, body)
+        .await
+        .map_err(ingest_error)?;
+    let (status, result) = match outcome {
+        Accepted::Stored { count } => (
+            StatusCode::CREATED,
+            IngestionResult {
+                success: true,
+                count,
+                deleted: None,
+            },
+        ),
+        Accepted::Deleted { count } => (
+            StatusCode::ACCEPTED,
+            IngestionResult {
+                success: true,
+                count,
+                deleted: Some(true),
+            },
+        ),
+    };
+    Ok((status, axum::Json(result)).into_response())
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let media_type = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match media_type.as_str() {
+        "application/json" | "text/plain" => Ok(()),
+        _ => Err(ApiError::UnsupportedMediaType(
+            "content type must be application/json or text/plain".to_owned(),
+        )),
+    }
+}
+
+fn ingest_error(error: IngestError) -> ApiError {
+    match error {
+        IngestError::InvalidIdentifier(message) => ApiError::BadRequest(message),
+        IngestError::UnknownTrackingKey => ApiError::NotFound("unknown tracking key".to_owned()),
+        IngestError::Batch(BatchError::TooLarge) => {
+            ApiError::PayloadTooLarge("body exceeds 1 MiB".to_owned())
+        }
+        IngestError::Batch(error @ BatchError::TooManyEvents(_)) => {
+            ApiError::PayloadTooLarge(error.to_string())
+        }
+        IngestError::Batch(error) => ApiError::BadRequest(error.to_string()),
+        IngestError::Overloaded => ApiError::Unavailable(error.to_string()),
+        other => ApiError::internal("could not store the batch", other),
+    }
+}

@@ -1,0 +1,165 @@
+//! The HTTP layer: router, shared state and request extractors. The only code that knows HTTP
+//! and JSON.
+//!
+//! - `collector`: `POST /event/{key}/{identifier}` for browsers (no authentication, CORS open).
+//! - `integrations`: `/integrations/v1/...` for integrators' servers (bearer keys, scopes,
+//!   rate limit).
+//! - `status`: availability.
+//! - `openapi`: the OpenAPI 3.1 document, generated from the handlers.
+//! - `auth`: bearer authentication and the per-key rate limit.
+//! - `error`: [`ApiError`], the only way errors leave.
+
+pub mod auth;
+pub mod collector;
+pub mod error;
+pub mod integrations;
+pub mod openapi;
+pub mod status;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use bytes::Bytes;
+use catalog::Catalog;
+use ingest::Ingestor;
+use serde::de::DeserializeOwned;
+
+pub use error::ApiError;
+
+use crate::rate_limit::{SlidingWindow, TokenBuckets};
+
+/// Limits of the HTTP edge.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub api_requests_per_minute: u32,
+    /// 0 disables the limit.
+    pub collector_ip_rate: u32,
+    /// 0 disables the limit.
+    pub collector_identifier_rate: u32,
+}
+
+/// State shared by every handler.
+#[derive(Clone)]
+pub struct AppState(Arc<StateInner>);
+
+pub struct StateInner {
+    pub catalog: Arc<dyn Catalog>,
+    pub ingestor: Ingestor,
+    /// Base URL without a trailing slash, for addresses handed to integrators.
+    pub public_url: String,
+    pub api_limiter: SlidingWindow,
+    pub ip_limiter: Option<TokenBuckets<IpAddr>>,
+    pub identifier_limiter: Option<TokenBuckets<String>>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = StateInner;
+    fn deref(&self) -> &StateInner {
+        &self.0
+    }
+}
+
+impl AppState {
+    pub fn new(
+        catalog: Arc<dyn Catalog>,
+        ingestor: Ingestor,
+        public_url: &str,
+        limits: &Limits,
+    ) -> Self {
+        let rate = |per_second: u32| (per_second > 0).then_some(per_second);
+        AppState(Arc::new(StateInner {
+            catalog,
+            ingestor,
+            public_url: public_url.trim_end_matches('/').to_owned(),
+            api_limiter: SlidingWindow::new(
+                limits.api_requests_per_minute,
+                Duration::from_secs(60),
+            ),
+            ip_limiter: rate(limits.collector_ip_rate)
+                .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
+            identifier_limiter: rate(limits.collector_identifier_rate)
+                .map(|r| TokenBuckets::new(r, r.saturating_mul(3))),
+        }))
+    }
+}
+
+/// The whole application.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .merge(collector::routes())
+        .merge(integrations::routes())
+        .merge(status::routes())
+        .merge(openapi::routes())
+        .fallback(|| async { ApiError::NotFound("no such route".to_owned()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// `Path` whose rejections are JSON errors (404: a path that does not decode names nothing).
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(PathRejection::FailedToDeserializePathParams(error)) => Err(ApiError::BadRequest(
+                format!("invalid path parameter: {}", error.body_text()),
+            )),
+            Err(error) => Err(ApiError::BadRequest(error.body_text())),
+        }
+    }
+}
+
+/// The request body as bytes, with the body-limit rejection as a JSON 413.
+pub struct ApiBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        match Bytes::from_request(request, state).await {
+            Ok(bytes) => Ok(ApiBytes(bytes)),
+            Err(rejection) => Err(bytes_rejection(rejection)),
+        }
+    }
+}
+
+fn bytes_rejection(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::PayloadTooLarge("body exceeds 1 MiB".to_owned())
+    } else {
+        ApiError::BadRequest(format!(
+            "could not read the body: {}",
+            rejection.body_text()
+        ))
+    }
+}
+
+/// Parses a JSON request body into `T`, mapping every failure to a 400 with a useful message.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|error| match error.classify() {
+        serde_json::error::Category::Data => ApiError::BadRequest(format!("invalid body: {error}")),
+        _ => ApiError::BadRequest(format!("body is not valid JSON: {error}")),
+    })
+}
+
+/// ISO 8601 UTC with milliseconds, e.g. `2026-11-22T20:32:55.123Z`.
+pub fn iso8601(millis: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(millis)
+        .unwrap_or_default()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}

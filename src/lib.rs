@@ -1,0 +1,38 @@
+//! Telltale's service: the HTTP layer and the operator's command line behind the `telltale`
+//! binary.
+//!
+//! - `cli`: flags and subcommands (clap), each with an environment-variable fallback.
+//! - `server`: `telltale serve`: start-up, first-run bootstrap, graceful shutdown.
+//! - `admin`: `org` and `key` subcommands against the catalog.
+//! - `http`: router, handlers and the JSON error type.
+//! - `rate_limit`: in-process rate limiters.
+
+pub mod admin;
+pub mod cli;
+pub mod http;
+pub mod rate_limit;
+pub mod server;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+/// Runs the command line: parses arguments, sets up logging and dispatches.
+pub fn run() -> anyhow::Result<()> {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_new(&cli.log_filter).unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            cli::Command::Serve(args) => server::serve(&cli.storage, &args).await,
+            cli::Command::Org(command) => admin::org(&cli.storage, command).await,
+            cli::Command::Key(command) => admin::key(&cli.storage, command).await,
+        }
+    })
+}

@@ -1,0 +1,119 @@
+//! `telltale serve`: opens the catalog and the lake, replays the write-ahead log, serves HTTP,
+//! and on SIGTERM/SIGINT stops accepting requests and flushes everything buffered.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use catalog::Scope;
+use ingest::{IngestConfig, Ingestor};
+
+use crate::cli::{ServeArgs, StorageArgs};
+use crate::http::{self, AppState, Limits};
+
+pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&storage.data_dir)
+        .with_context(|| format!("creating data dir {}", storage.data_dir.display()))?;
+    let catalog_url = storage.catalog_url();
+    let catalog = catalog::open(&catalog_url)
+        .await
+        .with_context(|| format!("opening catalog {catalog_url}"))?;
+    bootstrap(catalog.as_ref()).await?;
+
+    let lake = ingest::lake::open_lake(&storage.lake_url()).context("opening the lake")?;
+    let mut config = IngestConfig::new(instance_id(storage)?, storage.data_dir.join("wal"));
+    config.flush_interval = Duration::from_millis(args.flush_interval_ms.max(100));
+    let ingestor = Ingestor::start(config, catalog.clone(), lake)
+        .await
+        .context("starting the ingest pipeline")?;
+
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .with_context(|| format!("binding {}", args.bind))?;
+    let local = listener.local_addr()?;
+    let public_url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
+    let limits = Limits {
+        api_requests_per_minute: args.api_rate_per_minute,
+        collector_ip_rate: args.collector_ip_rate,
+        collector_identifier_rate: args.collector_identifier_rate,
+    };
+    let state = AppState::new(catalog, ingestor.clone(), &public_url, &limits);
+    let app = http::app(state).into_make_service_with_connect_info::<SocketAddr>();
+
+    println!("telltale listening on http://{local}");
+    tracing::info!(%local, %public_url, "serving");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("serving http")?;
+
+    tracing::info!("shutting down: flushing buffered events");
+    let report = ingestor.shutdown().await.context("final flush")?;
+    tracing::info!(
+        files = report.files,
+        events = report.events,
+        "final flush done"
+    );
+    Ok(())
+}
+
+/// On an empty catalog, creates an organization and a key and prints the key once.
+async fn bootstrap(catalog: &dyn catalog::Catalog) -> anyhow::Result<()> {
+    if catalog.count_organizations().await? > 0 {
+        return Ok(());
+    }
+    let organization = catalog.create_organization("Default organization").await?;
+    let key = catalog
+        .create_key(&organization.id, "bootstrap", &Scope::ALL)
+        .await?;
+    println!(
+        "first start: created organization {} and an integration key with every scope.",
+        organization.id
+    );
+    println!("It is shown only this once; store it now:");
+    println!("TELLTALE_INTEGRATION_KEY={}", key.secret.expose());
+    Ok(())
+}
+
+/// A stable id for this data dir's write-ahead log and files, created on first start.
+fn instance_id(storage: &StorageArgs) -> anyhow::Result<String> {
+    let path = storage.data_dir.join("instance-id");
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_owned()),
+        _ => {
+            let id = catalog::ids::random_hex24()[..12].to_owned();
+            let temporary = path.with_extension("tmp");
+            std::fs::write(&temporary, &id)?;
+            std::fs::File::open(&temporary)?.sync_all()?;
+            std::fs::rename(&temporary, &path)?;
+            Ok(id)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+}
