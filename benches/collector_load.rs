@@ -1,1 +1,324 @@
-fn main() {}
+//! Collector load generator: `cargo bench --bench collector_load`.
+//!
+//! Starts the real `telltale` binary (built with the bench profile) on a temporary data dir and
+//! measures, in one run against one server:
+//!
+//! 1. `GET /status/health` at full speed (requests/s): the ceiling of this HTTP stack on this
+//!    machine, with the load generator sharing the cores;
+//! 2. `POST /event/{key}/{id}` with 20 pointer events per batch at full speed (requests/s and
+//!    events/s), every 201 fsync'd in the write-ahead log;
+//! 3. the ratio of (2) to (1);
+//! 4. latency percentiles of an open-loop load at half of (2)'s rate, timed from each request's
+//!    scheduled start so queueing is counted;
+//! 5. peak server RSS during the load, from `/proc/<pid>/status`;
+//! 6. Parquet bytes per event in the lake after the final flush.
+//!
+//! Environment: `BENCH_SECONDS` (per phase, default 10), `BENCH_CONNECTIONS` (default 64).
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+const EVENTS_PER_BATCH: usize = 20;
+
+struct Server {
+    child: Child,
+    base: String,
+    key: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(data_dir: &std::path::Path) -> anyhow::Result<Server> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_telltale"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--collector-ip-rate", "0"])
+        .args(["--collector-identifier-rate", "0", "--log-filter", "warn", "--data-dir"])
+        .arg(data_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting telltale")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut key = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let Some(line) = lines.next() else { bail!("telltale exited early") };
+        let line = line?;
+        if let Some(value) = line.strip_prefix("TELLTALE_INTEGRATION_KEY=") {
+            key = Some(value.to_owned());
+        }
+        if let Some(address) = line.strip_prefix("telltale listening on ") {
+            // Keep draining stdout so the server never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            return Ok(Server { child, base: address.to_owned(), key: key.context("no key printed")? });
+        }
+    }
+    bail!("telltale did not start in time")
+}
+
+/// A small fast PRNG (xorshift64*): generating bodies must not dominate the client's CPU.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn step(&mut self, spread: i64) -> i64 {
+        (self.next() % (2 * spread as u64 + 1)) as i64 - spread
+    }
+}
+
+/// A pointer path continuing from `state`: small moves every ~16 ms, as a browser samples them.
+fn pointer_batch(rng: &mut Rng, state: &mut (i64, i64, i64)) -> String {
+    let mut body = String::with_capacity(EVENTS_PER_BATCH * 110 + 16);
+    body.push_str("{\"events\":[");
+    for index in 0..EVENTS_PER_BATCH {
+        state.0 = (state.0 + rng.step(6)).clamp(0, 1920);
+        state.1 = (state.1 + rng.step(6)).clamp(0, 1080);
+        state.2 += 16 + rng.step(3);
+        if index > 0 {
+            body.push(',');
+        }
+        let _ = write!(
+            body,
+            "{{\"type\":\"pointermove\",\"timestamp\":{},\"data\":{{\"x\":{},\"y\":{},\"pointerType\":\"mouse\",\"trusted\":true}}}}",
+            state.2, state.0, state.1
+        );
+    }
+    body.push_str("]}");
+    body
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Samples the server's RSS every 100 ms until stopped; returns the peak in KiB.
+fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut peak = 0;
+        while !stop.load(Ordering::Relaxed) {
+            peak = peak.max(rss_kib(pid));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        peak
+    })
+}
+
+struct Throughput {
+    requests: u64,
+    errors: u64,
+    seconds: f64,
+}
+
+impl Throughput {
+    fn rate(&self) -> f64 {
+        self.requests as f64 / self.seconds
+    }
+}
+
+/// Closed loop: `connections` tasks send back to back for `duration`.
+async fn closed_loop(
+    client: &reqwest::Client,
+    connections: usize,
+    duration: Duration,
+    request: impl Fn(&reqwest::Client, usize, &mut Rng, &mut (i64, i64, i64)) -> reqwest::RequestBuilder
+    + Send
+    + Sync
+    + Clone
+    + 'static,
+) -> Throughput {
+    let ok = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut tasks = Vec::new();
+    for worker in 0..connections {
+        let (client, ok, errors, request) = (client.clone(), ok.clone(), errors.clone(), request.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (worker as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+            let mut state = (960, 540, 1_763_800_000_000);
+            while Instant::now() < deadline {
+                match request(&client, worker, &mut rng, &mut state).send().await {
+                    Ok(response) if response.status().is_success() => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    Throughput {
+        requests: ok.load(Ordering::Relaxed),
+        errors: errors.load(Ordering::Relaxed),
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+fn identifier(worker: usize, serial: u64) -> String {
+    // Sessions of 50 batches (1000 events), then a new browser session.
+    format!("{:08x}-0000-4000-8000-{:012x}", worker, serial / 50)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let seconds: u64 = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let connections: usize = std::env::var("BENCH_CONNECTIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
+    let phase = Duration::from_secs(seconds);
+    let data_dir = tempfile::tempdir()?;
+    let mut server = start_server(data_dir.path())?;
+    let pid = server.child.id();
+    let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build()?;
+
+    let provisioned: serde_json::Value = client
+        .put(format!("{}/integrations/v1/surveys/bench", server.base))
+        .bearer_auth(&server.key)
+        .json(&serde_json::json!({ "name": "collector benchmark" }))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let tracking_key = provisioned["data"]["trackingKey"].as_str().context("tracking key")?.to_owned();
+    let event_base = Arc::new(format!("{}/event/{}", server.base, tracking_key));
+
+    // Warm-up, so connection set-up is not measured.
+    let health_url = Arc::new(format!("{}/status/health", server.base));
+    let url = health_url.clone();
+    closed_loop(&client, connections, Duration::from_secs(1), move |c, _, _, _| c.get(url.as_str())).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let rss = watch_rss(pid, stop.clone());
+
+    let url = health_url.clone();
+    let health = closed_loop(&client, connections, phase, move |c, _, _, _| c.get(url.as_str())).await;
+
+    let serial = Arc::new(AtomicU64::new(0));
+    let (base, counter) = (event_base.clone(), serial.clone());
+    let collector = closed_loop(&client, connections, phase, move |c, worker, rng, state| {
+        let n = counter.fetch_add(1, Ordering::Relaxed);
+        c.post(format!("{}/{}", base, identifier(worker, n)))
+            .header("content-type", "text/plain")
+            .body(pointer_batch(rng, state))
+    })
+    .await;
+
+    // Open loop at half the measured collector rate.
+    let target_rate = (collector.rate() / 2.0).max(1.0);
+    let interval = Duration::from_secs_f64(1.0 / target_rate);
+    let latencies = Arc::new(parking_lot::Mutex::new(Vec::with_capacity((target_rate as usize + 1) * seconds as usize)));
+    let open_errors = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut in_flight = Vec::new();
+    let mut rng = Rng(42);
+    let mut state = (960, 540, 1_763_800_000_000);
+    let mut sent: u64 = 0;
+    while start.elapsed() < phase {
+        let scheduled = start + interval.mul_f64(sent as f64);
+        if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let request = client
+            .post(format!("{}/{}", event_base, identifier(10_000, sent)))
+            .header("content-type", "text/plain")
+            .body(pointer_batch(&mut rng, &mut state));
+        let (latencies, open_errors) = (latencies.clone(), open_errors.clone());
+        in_flight.push(tokio::spawn(async move {
+            match request.send().await {
+                Ok(response) if response.status().as_u16() == 201 => latencies.lock().push(scheduled.elapsed()),
+                _ => {
+                    open_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+        sent += 1;
+    }
+    for task in in_flight {
+        let _ = task.await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let peak_rss_kib = rss.join().unwrap_or(0);
+
+    let mut latencies = std::mem::take(&mut *latencies.lock());
+    latencies.sort();
+    let percentile = |p: f64| -> f64 {
+        if latencies.is_empty() {
+            return f64::NAN;
+        }
+        let index = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
+        latencies[index].as_secs_f64() * 1000.0
+    };
+
+    // Final flush: SIGTERM, then weigh the lake.
+    Command::new("kill").arg("-TERM").arg(pid.to_string()).status()?;
+    let exited = server.child.wait()?;
+    let acknowledged_events = (collector.requests + latencies.len() as u64) * EVENTS_PER_BATCH as u64;
+    let mut parquet_bytes = 0;
+    let mut parquet_files = 0;
+    let mut stack = vec![data_dir.path().join("lake/events")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                stack.push(entry.path());
+            } else if entry.path().extension().is_some_and(|ext| ext == "parquet") {
+                parquet_bytes += entry.metadata()?.len();
+                parquet_files += 1;
+            }
+        }
+    }
+
+    println!("collector_load: {connections} connections, {seconds} s per phase, {EVENTS_PER_BATCH} pointer events per batch");
+    println!("  health      {:>10.0} req/s  ({} errors)", health.rate(), health.errors);
+    println!(
+        "  collector   {:>10.0} req/s  {:>10.0} events/s  ({} errors)",
+        collector.rate(),
+        collector.rate() * EVENTS_PER_BATCH as f64,
+        collector.errors
+    );
+    println!("  ratio collector/health  {:.3}  (target >= 0.5)", collector.rate() / health.rate());
+    println!(
+        "  open loop at {:.0} req/s: {} ok, {} errors; latency ms p50 {:.2}  p99 {:.2}  max {:.2}  (target p99 <= 10)",
+        target_rate,
+        latencies.len(),
+        open_errors.load(Ordering::Relaxed),
+        percentile(0.50),
+        percentile(0.99),
+        percentile(1.0)
+    );
+    println!("  peak server RSS {:.1} MiB  (target <= 300)", peak_rss_kib as f64 / 1024.0);
+    println!(
+        "  lake: {parquet_files} files, {parquet_bytes} bytes for {acknowledged_events} acknowledged events = {:.2} bytes/event  (target <= 8)",
+        parquet_bytes as f64 / acknowledged_events.max(1) as f64
+    );
+    println!("  server exit after SIGTERM: {exited}");
+    Ok(())
+}
