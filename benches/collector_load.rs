@@ -42,7 +42,13 @@ impl Drop for Server {
 fn start_server(data_dir: &std::path::Path) -> anyhow::Result<Server> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_telltale"))
         .args(["serve", "--bind", "127.0.0.1:0", "--collector-ip-rate", "0"])
-        .args(["--collector-identifier-rate", "0", "--log-filter", "warn", "--data-dir"])
+        .args([
+            "--collector-identifier-rate",
+            "0",
+            "--log-filter",
+            "warn",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -53,7 +59,9 @@ fn start_server(data_dir: &std::path::Path) -> anyhow::Result<Server> {
     let mut key = None;
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        let Some(line) = lines.next() else { bail!("telltale exited early") };
+        let Some(line) = lines.next() else {
+            bail!("telltale exited early")
+        };
         let line = line?;
         if let Some(value) = line.strip_prefix("TELLTALE_INTEGRATION_KEY=") {
             key = Some(value.to_owned());
@@ -61,7 +69,11 @@ fn start_server(data_dir: &std::path::Path) -> anyhow::Result<Server> {
         if let Some(address) = line.strip_prefix("telltale listening on ") {
             // Keep draining stdout so the server never blocks on a full pipe.
             std::thread::spawn(move || for _ in lines {});
-            return Ok(Server { child, base: address.to_owned(), key: key.context("no key printed")? });
+            return Ok(Server {
+                child,
+                base: address.to_owned(),
+                key: key.context("no key printed")?,
+            });
         }
     }
     bail!("telltale did not start in time")
@@ -111,7 +123,11 @@ fn rss_kib(pid: u32) -> u64 {
             status
                 .lines()
                 .find(|line| line.starts_with("VmRSS:"))
-                .and_then(|line| line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()))
+                .and_then(|line| {
+                    line.split_whitespace()
+                        .nth(1)
+                        .and_then(|kib| kib.parse().ok())
+                })
         })
         .unwrap_or(0)
 }
@@ -157,9 +173,12 @@ async fn closed_loop(
     let deadline = start + duration;
     let mut tasks = Vec::new();
     for worker in 0..connections {
-        let (client, ok, errors, request) = (client.clone(), ok.clone(), errors.clone(), request.clone());
+        let (client, ok, errors, request) =
+            (client.clone(), ok.clone(), errors.clone(), request.clone());
         tasks.push(tokio::spawn(async move {
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (worker as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+            let mut rng = Rng(
+                0x9E37_79B9_7F4A_7C15 ^ (worker as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03)
+            );
             let mut state = (960, 540, 1_763_800_000_000);
             while Instant::now() < deadline {
                 match request(&client, worker, &mut rng, &mut state).send().await {
@@ -190,13 +209,21 @@ fn identifier(worker: usize, serial: u64) -> String {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let seconds: u64 = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
-    let connections: usize = std::env::var("BENCH_CONNECTIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
+    let seconds: u64 = std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let connections: usize = std::env::var("BENCH_CONNECTIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
     let phase = Duration::from_secs(seconds);
     let data_dir = tempfile::tempdir()?;
     let mut server = start_server(data_dir.path())?;
     let pid = server.child.id();
-    let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build()?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(connections)
+        .build()?;
 
     let provisioned: serde_json::Value = client
         .put(format!("{}/integrations/v1/surveys/bench", server.base))
@@ -207,19 +234,31 @@ async fn main() -> anyhow::Result<()> {
         .error_for_status()?
         .json()
         .await?;
-    let tracking_key = provisioned["data"]["trackingKey"].as_str().context("tracking key")?.to_owned();
+    let tracking_key = provisioned["data"]["trackingKey"]
+        .as_str()
+        .context("tracking key")?
+        .to_owned();
     let event_base = Arc::new(format!("{}/event/{}", server.base, tracking_key));
 
     // Warm-up, so connection set-up is not measured.
     let health_url = Arc::new(format!("{}/status/health", server.base));
     let url = health_url.clone();
-    closed_loop(&client, connections, Duration::from_secs(1), move |c, _, _, _| c.get(url.as_str())).await;
+    closed_loop(
+        &client,
+        connections,
+        Duration::from_secs(1),
+        move |c, _, _, _| c.get(url.as_str()),
+    )
+    .await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let rss = watch_rss(pid, stop.clone());
 
     let url = health_url.clone();
-    let health = closed_loop(&client, connections, phase, move |c, _, _, _| c.get(url.as_str())).await;
+    let health = closed_loop(&client, connections, phase, move |c, _, _, _| {
+        c.get(url.as_str())
+    })
+    .await;
 
     let serial = Arc::new(AtomicU64::new(0));
     let (base, counter) = (event_base.clone(), serial.clone());
@@ -234,7 +273,9 @@ async fn main() -> anyhow::Result<()> {
     // Open loop at half the measured collector rate.
     let target_rate = (collector.rate() / 2.0).max(1.0);
     let interval = Duration::from_secs_f64(1.0 / target_rate);
-    let latencies = Arc::new(parking_lot::Mutex::new(Vec::with_capacity((target_rate as usize + 1) * seconds as usize)));
+    let latencies = Arc::new(parking_lot::Mutex::new(Vec::with_capacity(
+        (target_rate as usize + 1) * seconds as usize,
+    )));
     let open_errors = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let mut in_flight = Vec::new();
@@ -253,7 +294,9 @@ async fn main() -> anyhow::Result<()> {
         let (latencies, open_errors) = (latencies.clone(), open_errors.clone());
         in_flight.push(tokio::spawn(async move {
             match request.send().await {
-                Ok(response) if response.status().as_u16() == 201 => latencies.lock().push(scheduled.elapsed()),
+                Ok(response) if response.status().as_u16() == 201 => {
+                    latencies.lock().push(scheduled.elapsed())
+                }
                 _ => {
                     open_errors.fetch_add(1, Ordering::Relaxed);
                 }
@@ -278,9 +321,13 @@ async fn main() -> anyhow::Result<()> {
     };
 
     // Final flush: SIGTERM, then weigh the lake.
-    Command::new("kill").arg("-TERM").arg(pid.to_string()).status()?;
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()?;
     let exited = server.child.wait()?;
-    let acknowledged_events = (collector.requests + latencies.len() as u64) * EVENTS_PER_BATCH as u64;
+    let acknowledged_events =
+        (collector.requests + latencies.len() as u64) * EVENTS_PER_BATCH as u64;
     let mut parquet_bytes = 0;
     let mut parquet_files = 0;
     let mut stack = vec![data_dir.path().join("lake/events")];
@@ -296,15 +343,24 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    println!("collector_load: {connections} connections, {seconds} s per phase, {EVENTS_PER_BATCH} pointer events per batch");
-    println!("  health      {:>10.0} req/s  ({} errors)", health.rate(), health.errors);
+    println!(
+        "collector_load: {connections} connections, {seconds} s per phase, {EVENTS_PER_BATCH} pointer events per batch"
+    );
+    println!(
+        "  health      {:>10.0} req/s  ({} errors)",
+        health.rate(),
+        health.errors
+    );
     println!(
         "  collector   {:>10.0} req/s  {:>10.0} events/s  ({} errors)",
         collector.rate(),
         collector.rate() * EVENTS_PER_BATCH as f64,
         collector.errors
     );
-    println!("  ratio collector/health  {:.3}  (target >= 0.5)", collector.rate() / health.rate());
+    println!(
+        "  ratio collector/health  {:.3}  (target >= 0.5)",
+        collector.rate() / health.rate()
+    );
     println!(
         "  open loop at {:.0} req/s: {} ok, {} errors; latency ms p50 {:.2}  p99 {:.2}  max {:.2}  (target p99 <= 10)",
         target_rate,
@@ -314,7 +370,10 @@ async fn main() -> anyhow::Result<()> {
         percentile(0.99),
         percentile(1.0)
     );
-    println!("  peak server RSS {:.1} MiB  (target <= 300)", peak_rss_kib as f64 / 1024.0);
+    println!(
+        "  peak server RSS {:.1} MiB  (target <= 300)",
+        peak_rss_kib as f64 / 1024.0
+    );
     println!(
         "  lake: {parquet_files} files, {parquet_bytes} bytes for {acknowledged_events} acknowledged events = {:.2} bytes/event  (target <= 8)",
         parquet_bytes as f64 / acknowledged_events.max(1) as f64

@@ -136,8 +136,8 @@ struct Inner {
     lake: Arc<dyn ObjectStore>,
     wal: Wal,
     surveys: RwLock<HashMap<String, CachedSurvey>>,
-    /// (survey, reference) pairs that were deleted.
-    tombstones: RwLock<HashSet<(SurveyId, String)>>,
+    /// The deleted references of each survey that has any.
+    tombstones: RwLock<HashMap<SurveyId, HashSet<String>>>,
     last_tombstone_id: AtomicU64,
     /// identifier -> reference, as learned from the stream and the catalog.
     references: Mutex<HashMap<(SurveyId, String), String>>,
@@ -148,6 +148,8 @@ struct Inner {
     stats_lock: tokio::sync::Mutex<()>,
     flush_lock: tokio::sync::Mutex<()>,
     flush_wanted: tokio::sync::Notify,
+    /// Set on shutdown: the background consumers finish the step they are in, then stop.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// The collector's engine. Cheap to clone.
@@ -228,7 +230,7 @@ impl Ingestor {
                 lake,
                 wal,
                 surveys: RwLock::new(HashMap::new()),
-                tombstones: RwLock::new(HashSet::new()),
+                tombstones: RwLock::new(HashMap::new()),
                 last_tombstone_id: AtomicU64::new(0),
                 references: Mutex::new(HashMap::new()),
                 stats_pending,
@@ -238,6 +240,7 @@ impl Ingestor {
                 stats_lock: tokio::sync::Mutex::new(()),
                 flush_lock: tokio::sync::Mutex::new(()),
                 flush_wanted: tokio::sync::Notify::new(),
+                stopping: tokio::sync::watch::Sender::new(false),
             }),
             tasks: Arc::new(Mutex::new(Vec::new())),
         };
@@ -259,7 +262,7 @@ impl Ingestor {
         batch::validate_identifier(identifier).map_err(IngestError::InvalidIdentifier)?;
         let survey_id = self.resolve_tracking_key(tracking_key).await?;
         let count = batch::count_batch_events(&body)?;
-        if self.is_deleted(&survey_id, identifier) {
+        if self.is_deleted(&survey_id, identifier, &body).await? {
             return Ok(Accepted::Deleted { count });
         }
         if self.inner.lake_pending.lock().bytes > self.inner.config.max_buffered_bytes {
@@ -311,23 +314,62 @@ impl Ingestor {
         found.ok_or(IngestError::UnknownTrackingKey)
     }
 
-    fn is_deleted(&self, survey_id: &SurveyId, identifier: &str) -> bool {
-        let tombstones = self.inner.tombstones.read();
-        if tombstones.is_empty() {
-            return false;
+    /// Whether the batch belongs to a deleted session: its identifier is a deleted reference,
+    /// is linked to one (learned from the stream, else from the catalog, so a restart does not
+    /// forget links), or the batch's own `session` event names one.
+    async fn is_deleted(
+        &self,
+        survey_id: &SurveyId,
+        identifier: &str,
+        body: &[u8],
+    ) -> Result<bool, IngestError> {
+        let tombstoned = |reference: &str| {
+            self.inner
+                .tombstones
+                .read()
+                .get(survey_id)
+                .is_some_and(|references| references.contains(reference))
+        };
+        if !self.inner.tombstones.read().contains_key(survey_id) {
+            return Ok(false);
         }
-        if let Some(reference) = batch::normalize_reference(identifier)
-            && tombstones.contains(&(survey_id.clone(), reference))
-        {
-            return true;
+        if batch::normalize_reference(identifier).is_some_and(|reference| tombstoned(&reference)) {
+            return Ok(true);
         }
-        let linked = self
-            .inner
-            .references
-            .lock()
-            .get(&(survey_id.clone(), identifier.to_owned()))
-            .cloned();
-        linked.is_some_and(|reference| tombstones.contains(&(survey_id.clone(), reference)))
+        let key = (survey_id.clone(), identifier.to_owned());
+        let mut linked = self.inner.references.lock().get(&key).cloned();
+        if linked.is_none() {
+            let stored = self
+                .inner
+                .catalog
+                .session_references(survey_id, std::slice::from_ref(&key.1))
+                .await?;
+            if let Some((_, reference)) = stored.into_iter().next() {
+                self.inner
+                    .references
+                    .lock()
+                    .entry(key.clone())
+                    .or_insert_with(|| reference.clone());
+                linked = Some(reference);
+            }
+        }
+        if linked.is_some_and(|reference| tombstoned(&reference)) {
+            return Ok(true);
+        }
+        let named = batch::batch_events(body)?.into_iter().find_map(|raw| {
+            event_row::stats_view(raw)
+                .1
+                .as_deref()
+                .and_then(batch::normalize_reference)
+                .filter(|reference| tombstoned(reference))
+        });
+        let Some(reference) = named else {
+            return Ok(false);
+        };
+        // The discarded batch never reaches the statistics, so remember the link here: the
+        // identifier's later batches belong to the deleted session too.
+        self.inner.references.lock().insert(key, reference);
+        Ok(true)
     }
 
     /// Loads tombstones created since the last call (on any instance).
@@ -339,7 +381,12 @@ impl Ingestor {
                 .last_tombstone_id
                 .store(last.id.max(0) as u64, Ordering::Release);
             let mut tombstones = self.inner.tombstones.write();
-            tombstones.extend(fresh.into_iter().map(|t| (t.survey_id, t.reference)));
+            for tombstone in fresh {
+                tombstones
+                    .entry(tombstone.survey_id)
+                    .or_default()
+                    .insert(tombstone.reference);
+            }
         }
         Ok(())
     }
@@ -430,9 +477,15 @@ impl Ingestor {
     }
 
     /// Stops the background consumers and writes everything buffered. Call once, on shutdown.
+    ///
+    /// The consumers are stopped between steps, never aborted inside one: an aborted step could
+    /// have committed to the catalog without draining its queue, and the final flush would then
+    /// apply the same records again.
     pub async fn shutdown(&self) -> Result<FlushReport, IngestError> {
-        for task in self.tasks.lock().drain(..) {
-            task.abort();
+        self.inner.stopping.send_replace(true);
+        let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
+        for task in tasks {
+            task.await?;
         }
         self.flush().await
     }
@@ -536,11 +589,15 @@ impl Ingestor {
         let mut tasks = self.tasks.lock();
 
         let stats = self.clone();
+        let mut stopping = self.inner.stopping.subscribe();
         tasks.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(stats.inner.config.stats_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stopping.wait_for(|stop| *stop) => return,
+                }
                 if let Err(error) = stats.apply_stats().await {
                     tracing::error!(%error, "applying session statistics failed; will retry");
                 }
@@ -551,13 +608,20 @@ impl Ingestor {
         }));
 
         let flusher = self.clone();
+        let mut stopping = self.inner.stopping.subscribe();
         tasks.push(tokio::spawn(async move {
             let interval = flusher.inner.config.flush_interval;
             loop {
-                let _ = tokio::time::timeout(interval, flusher.inner.flush_wanted.notified()).await;
+                tokio::select! {
+                    _ = tokio::time::timeout(interval, flusher.inner.flush_wanted.notified()) => {}
+                    _ = stopping.wait_for(|stop| *stop) => return,
+                }
                 if let Err(error) = flusher.flush().await {
                     tracing::error!(%error, "flushing to the lake failed; will retry");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = stopping.wait_for(|stop| *stop) => return,
+                    }
                 }
             }
         }));

@@ -28,7 +28,12 @@ pub fn routes() -> Router<AppState> {
         .allow_headers([header::CONTENT_TYPE])
         .max_age(std::time::Duration::from_secs(86_400));
     Router::new()
-        .route("/event/{key}/{identifier}", post(collect))
+        // An explicit OPTIONS route: the router's 405 fallback would otherwise answer preflights
+        // outside the CORS layer.
+        .route(
+            "/event/{key}/{identifier}",
+            post(collect).options(|| async { StatusCode::NO_CONTENT }),
+        )
         // One byte over the limit is enough to know the body is too large.
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(cors)

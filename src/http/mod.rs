@@ -148,12 +148,20 @@ fn bytes_rejection(rejection: BytesRejection) -> ApiError {
     }
 }
 
-/// Parses a JSON request body into `T`, mapping every failure to a 400 with a useful message.
+/// Parses a JSON object request body into `T`, mapping every failure to a 400 with a useful
+/// message.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|error| match error.classify() {
+    let value = serde_json::from_slice(body).map_err(|error| match error.classify() {
         serde_json::error::Category::Data => ApiError::BadRequest(format!("invalid body: {error}")),
         _ => ApiError::BadRequest(format!("body is not valid JSON: {error}")),
-    })
+    })?;
+    // serde also fills a struct from a JSON array, field by field; request bodies are objects.
+    if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::BadRequest(
+            "body must be a JSON object".to_owned(),
+        ));
+    }
+    Ok(value)
 }
 
 /// ISO 8601 UTC with milliseconds, e.g. `2026-11-22T20:32:55.123Z`.

@@ -1,1 +1,16 @@
+//! Black-box tests of the built `telltale` binary: each test starts the real server on a
+//! temporary data dir (see `harness`) and talks HTTP to it, as an integrator, a browser, an
+//! operator and a data scientist would.
 
+mod harness;
+
+mod cli;
+mod collector;
+mod context;
+mod durability;
+mod lake;
+mod lookup;
+mod provisioning;
+mod rate_limit;
+mod routes;
+mod tombstone;

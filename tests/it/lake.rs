@@ -1,0 +1,259 @@
+//! The lake is a public contract: an outside reader (DuckDB) finds Hive-partitioned Parquet
+//! with the documented columns, one row per event, and the raw JSON wherever the typed columns
+//! do not hold an event losslessly.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::harness::{TestServer, batch, duckdb_query, new_uuid, now_millis, session_event};
+
+/// Every file under `dir`, relative to it.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read a lake folder") {
+            let path = entry.expect("lake entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).expect("under the lake");
+                found.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn duckdb_reads_the_events_lake_with_hive_partitioning() {
+    let mut server = TestServer::start().await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "lake", "Lake").await;
+    let other_survey = server.provision_ok(&key, "lake-other", "Other").await;
+    let tracking = survey.tracking_key.clone();
+    let before = now_millis();
+
+    let typed_session = new_uuid();
+    let t = before - 5_000;
+    let pointer = format!(
+        r#"{{"type":"pointermove","timestamp":{t},"data":{{"x":10,"y":20,"pointerType":"mouse","trusted":true}}}}"#
+    );
+    let click = format!(
+        r#"{{"type":"click","timestamp":{},"data":{{"x":11,"y":21,"button":0,"target":"choice","trusted":true}}}}"#,
+        t + 100
+    );
+    let keydown = format!(
+        r#"{{"type":"keydown","timestamp":{},"data":{{"keyClass":"char","trusted":true,"repeat":false}}}}"#,
+        t + 200
+    );
+    let number = "42".to_owned();
+    let extra_fields = format!(
+        r#"{{"type":"pointermove","timestamp":{},"data":{{"x":12,"y":22,"pointerType":"pen","trusted":true}},"frame":7}}"#,
+        t + 300
+    );
+    let extra_data = format!(
+        r#"{{"type":"pointermove","timestamp":{},"data":{{"x":13,"y":23,"pressure":0.5}}}}"#,
+        t + 350
+    );
+    server
+        .collect_ok(
+            &tracking,
+            &typed_session,
+            &batch(&[
+                pointer.clone(),
+                click.clone(),
+                keydown.clone(),
+                number.clone(),
+                extra_fields.clone(),
+                extra_data.clone(),
+            ]),
+            6,
+        )
+        .await;
+
+    let browser = format!("browser-{}", &new_uuid()[..8]);
+    let reference = new_uuid();
+    let session = session_event(t + 400, &browser, &reference);
+    let browser_pointer = format!(
+        r#"{{"type":"pointermove","timestamp":{},"data":{{"x":1,"y":2,"pointerType":"touch","trusted":true}}}}"#,
+        t + 500
+    );
+    server
+        .collect_ok(
+            &tracking,
+            &browser,
+            &batch(&[session.clone(), browser_pointer.clone()]),
+            2,
+        )
+        .await;
+    server
+        .collect_ok(
+            &other_survey.tracking_key,
+            &new_uuid(),
+            &batch(std::slice::from_ref(&pointer)),
+            1,
+        )
+        .await;
+    let after = now_millis();
+
+    // SIGTERM flushes everything buffered.
+    server.terminate_ok().await;
+
+    // The layout: events/survey_id=<24hex>/date=<YYYY-MM-DD>/<file>.parquet
+    let events_dir = server.data_dir().join("lake").join("events");
+    let files = files_under(&events_dir);
+    assert!(!files.is_empty(), "no events files");
+    for file in &files {
+        let parts: Vec<&str> = file.split('/').collect();
+        assert_eq!(parts.len(), 3, "{file}");
+        let survey_part = parts[0].strip_prefix("survey_id=").expect(file);
+        assert!(
+            survey_part == survey.survey_id || survey_part == other_survey.survey_id,
+            "{file}"
+        );
+        let date = parts[1].strip_prefix("date=").expect(file);
+        chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").expect(file);
+        assert!(parts[2].ends_with(".parquet"), "{file}");
+    }
+
+    let glob = server.events_glob();
+    let source = format!("read_parquet('{glob}', hive_partitioning = true)");
+
+    let columns: Vec<String> = duckdb_query(&format!("DESCRIBE SELECT * FROM {source}"))
+        .iter()
+        .map(|row| row["column_name"].as_str().expect("column name").to_owned())
+        .collect();
+    for column in [
+        "survey_id",
+        "session_id",
+        "reference",
+        "received_at",
+        "event_time",
+        "type",
+        "x",
+        "y",
+        "payload",
+        "date",
+    ] {
+        assert!(
+            columns.iter().any(|name| name == column),
+            "column {column} missing from {columns:?}"
+        );
+    }
+
+    // Row counts per survey partition and per session.
+    let per_survey = duckdb_query(&format!(
+        "SELECT survey_id, count(*) AS n FROM {source} GROUP BY survey_id ORDER BY survey_id"
+    ));
+    let per_survey: HashMap<String, u64> = per_survey
+        .iter()
+        .map(|row| {
+            (
+                row["survey_id"].as_str().expect("survey_id").to_owned(),
+                row["n"].as_u64().expect("n"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        per_survey.get(&survey.survey_id),
+        Some(&8),
+        "{per_survey:?}"
+    );
+    assert_eq!(
+        per_survey.get(&other_survey.survey_id),
+        Some(&1),
+        "{per_survey:?}"
+    );
+    let filtered = duckdb_query(&format!(
+        "SELECT count(*) AS n FROM {source} WHERE survey_id = '{}'",
+        survey.survey_id
+    ));
+    assert_eq!(filtered[0]["n"], json!(8));
+
+    let rows = duckdb_query(&format!(
+        "SELECT session_id, reference, type, x, y, payload,
+                epoch_ms(event_time) AS event_ms, epoch_ms(received_at) AS received_ms,
+                CAST(date AS VARCHAR) AS partition_date,
+                strftime(received_at, '%Y-%m-%d') AS received_date
+         FROM {source} WHERE survey_id = '{}'
+         ORDER BY session_id, event_ms NULLS LAST",
+        survey.survey_id
+    ));
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    let by_session = |session: &str| -> Vec<&Value> {
+        rows.iter()
+            .filter(|row| row["session_id"] == json!(session))
+            .collect()
+    };
+    let typed = by_session(&typed_session);
+    assert_eq!(typed.len(), 6, "{rows:?}");
+    let browser_rows = by_session(&browser);
+    assert_eq!(browser_rows.len(), 2, "{rows:?}");
+
+    for row in &rows {
+        let received = row["received_ms"].as_i64().expect("received_at");
+        assert!(
+            (before..=after).contains(&received),
+            "received_at {received} outside {before}..={after}"
+        );
+        assert_eq!(row["partition_date"], row["received_date"], "{row}");
+    }
+
+    // The typed session: vocabulary events have no payload; the rest keep their raw JSON.
+    let expected_typed = [
+        ("pointermove", Some(t), Some(10), Some(20), None),
+        ("click", Some(t + 100), Some(11), Some(21), None),
+        ("keydown", Some(t + 200), None, None, None),
+        (
+            "pointermove",
+            Some(t + 300),
+            Some(12),
+            Some(22),
+            Some(extra_fields.as_str()),
+        ),
+    ];
+    for (row, (event_type, time, x, y, payload)) in typed.iter().zip(expected_typed) {
+        assert_eq!(row["reference"], json!(typed_session), "{row}");
+        assert_eq!(row["type"], json!(event_type), "{row}");
+        assert_eq!(row["event_ms"], json!(time), "{row}");
+        assert_eq!(row["x"], json!(x), "{row}");
+        assert_eq!(row["y"], json!(y), "{row}");
+        assert_eq!(row["payload"], json!(payload), "{row}");
+    }
+    // Data fields outside the vocabulary: the raw event is kept.
+    let unknown_data = typed[4];
+    assert_eq!(unknown_data["type"], json!("pointermove"), "{unknown_data}");
+    assert_eq!(unknown_data["event_ms"], json!(t + 350), "{unknown_data}");
+    assert_eq!(unknown_data["payload"], json!(extra_data), "{unknown_data}");
+    let raw_number = typed[5];
+    assert_eq!(raw_number["payload"], json!(number), "{raw_number}");
+    assert!(raw_number["type"].is_null(), "{raw_number}");
+    assert!(raw_number["event_ms"].is_null(), "{raw_number}");
+    assert_eq!(raw_number["reference"], json!(typed_session));
+
+    // The browser session: both rows carry the reference its session event names.
+    assert_eq!(browser_rows[0]["type"], json!("session"));
+    assert_eq!(browser_rows[0]["payload"], json!(session));
+    assert_eq!(browser_rows[1]["type"], json!("pointermove"));
+    assert!(browser_rows[1]["payload"].is_null());
+    assert_eq!(browser_rows[1]["x"], json!(1));
+    for row in &browser_rows {
+        assert_eq!(row["reference"], json!(reference), "{row}");
+    }
+
+    // Lookup agrees with the lake.
+    server.restart().await;
+    let looked_up = server
+        .lookup_rows(
+            &key,
+            &survey.survey_id,
+            &[typed_session.clone(), reference.clone()],
+        )
+        .await;
+    assert_eq!(looked_up[0]["eventCount"], json!(6));
+    assert_eq!(looked_up[1]["eventCount"], json!(2));
+}
