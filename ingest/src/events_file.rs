@@ -19,15 +19,6 @@ use parquet::schema::types::ColumnPath;
 
 use crate::event_row::EventRow;
 
-/// One event with the context it was received in, ready to be written.
-#[derive(Debug)]
-pub struct LakeEvent<'a> {
-    pub session_id: &'a str,
-    pub reference: Option<Arc<str>>,
-    pub received_at: i64,
-    pub row: EventRow<'a>,
-}
-
 fn dictionary() -> DataType {
     DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
 }
@@ -71,107 +62,172 @@ pub static EVENTS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
-/// Builds the Arrow batch of one file. `events` must already be sorted by session.
-pub fn build_batch(
-    survey_id: &str,
-    events: &[LakeEvent<'_>],
-) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let n = events.len();
-    let mut survey = StringDictionaryBuilder::<Int32Type>::new();
-    let mut session = StringDictionaryBuilder::<Int32Type>::new();
-    let mut reference = StringDictionaryBuilder::<Int32Type>::new();
-    let mut received_at = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
-    let mut event_time = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
-    let mut event_type = StringDictionaryBuilder::<Int32Type>::new();
-    let mut x = Int32Builder::with_capacity(n);
-    let mut y = Int32Builder::with_capacity(n);
-    let mut pointer_type = StringDictionaryBuilder::<Int32Type>::new();
-    let mut trusted = BooleanBuilder::with_capacity(n);
-    let mut button = Int32Builder::with_capacity(n);
-    let mut target = StringDictionaryBuilder::<Int32Type>::new();
-    let mut key_class = StringDictionaryBuilder::<Int32Type>::new();
-    let mut repeat = BooleanBuilder::with_capacity(n);
-    let mut hold_ms = Float64Builder::with_capacity(n);
-    let mut flight_ms = Float64Builder::with_capacity(n);
-    let mut input_type = StringDictionaryBuilder::<Int32Type>::new();
-    let mut length_delta = Int32Builder::with_capacity(n);
-    let mut field = Int32Builder::with_capacity(n);
-    let mut length = Int32Builder::with_capacity(n);
-    let mut dx = Float64Builder::with_capacity(n);
-    let mut dy = Float64Builder::with_capacity(n);
-    let mut delta_mode = Int32Builder::with_capacity(n);
-    let mut force = Float64Builder::with_capacity(n);
-    let mut radius = Float64Builder::with_capacity(n);
-    let mut state = StringDictionaryBuilder::<Int32Type>::new();
-    let mut width = Int32Builder::with_capacity(n);
-    let mut height = Int32Builder::with_capacity(n);
-    let mut payload = StringBuilder::new();
+type Dictionary = StringDictionaryBuilder<Int32Type>;
 
-    for event in events {
-        let data = &event.row.data;
-        survey.append_value(survey_id);
-        session.append_value(event.session_id);
-        reference.append_option(event.reference.as_deref());
-        received_at.append_value(event.received_at);
-        event_time.append_option(event.row.event_time);
-        event_type.append_option(event.row.event_type.as_deref());
-        x.append_option(data.x);
-        y.append_option(data.y);
-        pointer_type.append_option(data.pointer_type.as_deref());
-        trusted.append_option(data.trusted);
-        button.append_option(data.button);
-        target.append_option(data.target.as_deref());
-        key_class.append_option(data.key_class.as_deref());
-        repeat.append_option(data.repeat);
-        hold_ms.append_option(data.hold_ms);
-        flight_ms.append_option(data.flight_ms);
-        input_type.append_option(data.input_type.as_deref());
-        length_delta.append_option(data.length_delta);
-        field.append_option(data.field);
-        length.append_option(data.length);
-        dx.append_option(data.dx);
-        dy.append_option(data.dy);
-        delta_mode.append_option(data.delta_mode);
-        force.append_option(data.force);
-        radius.append_option(data.radius);
-        state.append_option(data.state.as_deref());
-        width.append_option(data.width);
-        height.append_option(data.height);
-        payload.append_option(event.row.payload);
+/// Accumulates the rows of one `events` file column by column, so that memory holds the compact
+/// Arrow form rather than decoded events. Append rows already in session order.
+pub struct EventsBatchBuilder {
+    survey_id: Dictionary,
+    session_id: Dictionary,
+    reference: Dictionary,
+    received_at: TimestampMillisecondBuilder,
+    event_time: TimestampMillisecondBuilder,
+    event_type: Dictionary,
+    x: Int32Builder,
+    y: Int32Builder,
+    pointer_type: Dictionary,
+    trusted: BooleanBuilder,
+    button: Int32Builder,
+    target: Dictionary,
+    key_class: Dictionary,
+    repeat: BooleanBuilder,
+    hold_ms: Float64Builder,
+    flight_ms: Float64Builder,
+    input_type: Dictionary,
+    length_delta: Int32Builder,
+    field: Int32Builder,
+    length: Int32Builder,
+    dx: Float64Builder,
+    dy: Float64Builder,
+    delta_mode: Int32Builder,
+    force: Float64Builder,
+    radius: Float64Builder,
+    state: Dictionary,
+    width: Int32Builder,
+    height: Int32Builder,
+    payload: StringBuilder,
+    rows: usize,
+}
+
+impl Default for EventsBatchBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventsBatchBuilder {
+    pub fn new() -> Self {
+        Self {
+            survey_id: Dictionary::new(),
+            session_id: Dictionary::new(),
+            reference: Dictionary::new(),
+            received_at: TimestampMillisecondBuilder::new().with_timezone("UTC"),
+            event_time: TimestampMillisecondBuilder::new().with_timezone("UTC"),
+            event_type: Dictionary::new(),
+            x: Int32Builder::new(),
+            y: Int32Builder::new(),
+            pointer_type: Dictionary::new(),
+            trusted: BooleanBuilder::new(),
+            button: Int32Builder::new(),
+            target: Dictionary::new(),
+            key_class: Dictionary::new(),
+            repeat: BooleanBuilder::new(),
+            hold_ms: Float64Builder::new(),
+            flight_ms: Float64Builder::new(),
+            input_type: Dictionary::new(),
+            length_delta: Int32Builder::new(),
+            field: Int32Builder::new(),
+            length: Int32Builder::new(),
+            dx: Float64Builder::new(),
+            dy: Float64Builder::new(),
+            delta_mode: Int32Builder::new(),
+            force: Float64Builder::new(),
+            radius: Float64Builder::new(),
+            state: Dictionary::new(),
+            width: Int32Builder::new(),
+            height: Int32Builder::new(),
+            payload: StringBuilder::new(),
+            rows: 0,
+        }
     }
 
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(survey.finish()),
-        Arc::new(session.finish()),
-        Arc::new(reference.finish()),
-        Arc::new(received_at.finish()),
-        Arc::new(event_time.finish()),
-        Arc::new(event_type.finish()),
-        Arc::new(x.finish()),
-        Arc::new(y.finish()),
-        Arc::new(pointer_type.finish()),
-        Arc::new(trusted.finish()),
-        Arc::new(button.finish()),
-        Arc::new(target.finish()),
-        Arc::new(key_class.finish()),
-        Arc::new(repeat.finish()),
-        Arc::new(hold_ms.finish()),
-        Arc::new(flight_ms.finish()),
-        Arc::new(input_type.finish()),
-        Arc::new(length_delta.finish()),
-        Arc::new(field.finish()),
-        Arc::new(length.finish()),
-        Arc::new(dx.finish()),
-        Arc::new(dy.finish()),
-        Arc::new(delta_mode.finish()),
-        Arc::new(force.finish()),
-        Arc::new(radius.finish()),
-        Arc::new(state.finish()),
-        Arc::new(width.finish()),
-        Arc::new(height.finish()),
-        Arc::new(payload.finish()),
-    ];
-    RecordBatch::try_new(Arc::clone(&EVENTS_SCHEMA), columns)
+    /// Rows appended since the last [`finish`](Self::finish).
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    pub fn append(
+        &mut self,
+        survey_id: &str,
+        session_id: &str,
+        reference: Option<&str>,
+        received_at: i64,
+        row: &EventRow<'_>,
+    ) {
+        let data = &row.data;
+        self.survey_id.append_value(survey_id);
+        self.session_id.append_value(session_id);
+        self.reference.append_option(reference);
+        self.received_at.append_value(received_at);
+        self.event_time.append_option(row.event_time);
+        self.event_type.append_option(row.event_type.as_deref());
+        self.x.append_option(data.x);
+        self.y.append_option(data.y);
+        self.pointer_type
+            .append_option(data.pointer_type.as_deref());
+        self.trusted.append_option(data.trusted);
+        self.button.append_option(data.button);
+        self.target.append_option(data.target.as_deref());
+        self.key_class.append_option(data.key_class.as_deref());
+        self.repeat.append_option(data.repeat);
+        self.hold_ms.append_option(data.hold_ms);
+        self.flight_ms.append_option(data.flight_ms);
+        self.input_type.append_option(data.input_type.as_deref());
+        self.length_delta.append_option(data.length_delta);
+        self.field.append_option(data.field);
+        self.length.append_option(data.length);
+        self.dx.append_option(data.dx);
+        self.dy.append_option(data.dy);
+        self.delta_mode.append_option(data.delta_mode);
+        self.force.append_option(data.force);
+        self.radius.append_option(data.radius);
+        self.state.append_option(data.state.as_deref());
+        self.width.append_option(data.width);
+        self.height.append_option(data.height);
+        self.payload.append_option(row.payload);
+        self.rows += 1;
+    }
+
+    /// The rows appended so far as one batch; the builder starts empty again.
+    pub fn finish(&mut self) -> Result<RecordBatch, arrow::error::ArrowError> {
+        self.rows = 0;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.survey_id.finish()),
+            Arc::new(self.session_id.finish()),
+            Arc::new(self.reference.finish()),
+            Arc::new(self.received_at.finish()),
+            Arc::new(self.event_time.finish()),
+            Arc::new(self.event_type.finish()),
+            Arc::new(self.x.finish()),
+            Arc::new(self.y.finish()),
+            Arc::new(self.pointer_type.finish()),
+            Arc::new(self.trusted.finish()),
+            Arc::new(self.button.finish()),
+            Arc::new(self.target.finish()),
+            Arc::new(self.key_class.finish()),
+            Arc::new(self.repeat.finish()),
+            Arc::new(self.hold_ms.finish()),
+            Arc::new(self.flight_ms.finish()),
+            Arc::new(self.input_type.finish()),
+            Arc::new(self.length_delta.finish()),
+            Arc::new(self.field.finish()),
+            Arc::new(self.length.finish()),
+            Arc::new(self.dx.finish()),
+            Arc::new(self.dy.finish()),
+            Arc::new(self.delta_mode.finish()),
+            Arc::new(self.force.finish()),
+            Arc::new(self.radius.finish()),
+            Arc::new(self.state.finish()),
+            Arc::new(self.width.finish()),
+            Arc::new(self.height.finish()),
+            Arc::new(self.payload.finish()),
+        ];
+        RecordBatch::try_new(Arc::clone(&EVENTS_SCHEMA), columns)
+    }
 }
 
 /// Writer settings of `events` files.
@@ -221,16 +277,19 @@ mod tests {
             .iter()
             .map(|text| RawValue::from_string((*text).to_owned()).expect("json"))
             .collect();
-        let events: Vec<LakeEvent<'_>> = raws
-            .iter()
-            .map(|raw| LakeEvent {
-                session_id: "s1",
-                reference: None,
-                received_at: 1_700_000_000_500,
-                row: decode_event(raw),
-            })
-            .collect();
-        let batch = build_batch("00112233445566778899aabb", &events).expect("batch");
+        let mut builder = EventsBatchBuilder::new();
+        for raw in &raws {
+            builder.append(
+                "00112233445566778899aabb",
+                "s1",
+                None,
+                1_700_000_000_500,
+                &decode_event(raw),
+            );
+        }
+        assert_eq!(builder.len(), 2);
+        let batch = builder.finish().expect("batch");
+        assert!(builder.is_empty());
         let bytes = encode_parquet(&batch).expect("encode");
         let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes))
             .expect("reader")

@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 
 use crate::batch::{self, BatchError};
 use crate::event_row::{self, decode_event};
-use crate::events_file::{self, LakeEvent};
+use crate::events_file::{self, EventsBatchBuilder};
 use crate::lake;
 use crate::wal::{Append, Wal, WalError, WalRecord};
 
@@ -55,7 +55,7 @@ impl IngestConfig {
             wal_dir,
             stats_interval: Duration::from_millis(200),
             flush_interval: Duration::from_secs(10),
-            flush_bytes: 64 * 1024 * 1024,
+            flush_bytes: 32 * 1024 * 1024,
             max_buffered_bytes: 512 * 1024 * 1024,
         }
     }
@@ -122,6 +122,20 @@ impl Pending {
 
     fn snapshot(&self) -> Vec<Arc<WalRecord>> {
         self.records.iter().cloned().collect()
+    }
+
+    /// The oldest records, up to about `max_bytes` of bodies (at least one record).
+    fn snapshot_prefix(&self, max_bytes: usize) -> Vec<Arc<WalRecord>> {
+        let mut taken = 0;
+        let mut prefix = Vec::new();
+        for record in &self.records {
+            if !prefix.is_empty() && taken + record.body.len() > max_bytes {
+                break;
+            }
+            taken += record.body.len();
+            prefix.push(Arc::clone(record));
+        }
+        prefix
     }
 }
 
@@ -247,7 +261,7 @@ impl Ingestor {
         ingestor.remove_orphan_files().await?;
         ingestor.refresh_tombstones().await?;
         // Replayed batches become visible before the first request is served.
-        ingestor.flush().await?;
+        ingestor.flush_all().await?;
         ingestor.spawn_background();
         Ok(ingestor)
     }
@@ -430,7 +444,13 @@ impl Ingestor {
         // References learned from the stream first, so the files carry them.
         self.apply_stats().await?;
         let _guard = self.inner.flush_lock.lock().await;
-        let records = self.inner.lake_pending.lock().snapshot();
+        // Bounded, so a backlog (after an outage or a long replay) is written in several files
+        // instead of being decoded all at once.
+        let records = self
+            .inner
+            .lake_pending
+            .lock()
+            .snapshot_prefix(self.inner.config.flush_bytes);
         let (Some(first), Some(last)) = (records.first(), records.last()) else {
             return Ok(FlushReport::default());
         };
@@ -457,7 +477,14 @@ impl Ingestor {
             .catalog
             .commit_event_files(&self.inner.config.instance_id, through_lsn, &committed)
             .await?;
-        self.inner.lake_pending.lock().drain_through(through_lsn);
+        let backlog = {
+            let mut pending = self.inner.lake_pending.lock();
+            pending.drain_through(through_lsn);
+            pending.bytes
+        };
+        if backlog >= self.inner.config.flush_bytes {
+            self.inner.flush_wanted.notify_one();
+        }
         self.inner
             .lake_watermark
             .store(through_lsn, Ordering::Release);
@@ -487,7 +514,21 @@ impl Ingestor {
         for task in tasks {
             task.await?;
         }
-        self.flush().await
+        self.flush_all().await
+    }
+
+    /// Flushes until nothing logged so far is left outside the lake.
+    pub async fn flush_all(&self) -> Result<FlushReport, IngestError> {
+        let mut total = FlushReport::default();
+        loop {
+            let report = self.flush().await?;
+            total.files += report.files;
+            total.events += report.events;
+            total.through_lsn = total.through_lsn.max(report.through_lsn);
+            if report.through_lsn == 0 || self.inner.lake_pending.lock().records.is_empty() {
+                return Ok(total);
+            }
+        }
     }
 
     /// The log's sequence number of the last durable batch, and each consumer's watermark.
@@ -674,6 +715,10 @@ fn utc_date(millis: i64) -> String {
 }
 
 /// Encodes the records as one Parquet file per (survey, date) partition, rows sorted by session.
+///
+/// Records are ordered by partition, identifier and log position, then decoded one batch at a
+/// time straight into column builders: memory holds the compact columnar form, never every
+/// decoded event of the flush at once.
 fn build_event_files(
     records: &[Arc<WalRecord>],
     references: &HashMap<(SurveyId, String), String>,
@@ -681,60 +726,316 @@ fn build_event_files(
     first_lsn: u64,
     through_lsn: u64,
 ) -> Result<Vec<(Vec<u8>, NewLakeFile)>, IngestError> {
-    let mut partitions: HashMap<(&SurveyId, String), Vec<LakeEvent<'_>>> = HashMap::new();
-    for record in records {
-        let Ok(events) = batch::batch_events(&record.body) else {
-            continue;
-        };
-        let rows: Vec<_> = events.into_iter().map(decode_event).collect();
-        // A session event in the batch names the reference; else what the stream or the
-        // catalog linked to the identifier; else the identifier itself when it is a UUID.
-        let named = rows.iter().find_map(|row| {
-            row.interview_id
-                .as_deref()
-                .and_then(batch::normalize_reference)
-        });
-        let reference: Option<Arc<str>> = named
-            .or_else(|| {
-                references
-                    .get(&(record.survey_id.clone(), record.identifier.clone()))
-                    .cloned()
-            })
-            .or_else(|| batch::normalize_reference(&record.identifier))
-            .map(Arc::from);
-        let partition = partitions
-            .entry((&record.survey_id, utc_date(record.received_at)))
-            .or_default();
-        for row in rows {
-            partition.push(LakeEvent {
-                session_id: &record.identifier,
-                reference: reference.clone(),
-                received_at: record.received_at,
-                row,
-            });
+    let mut ordered: Vec<(String, &Arc<WalRecord>)> = records
+        .iter()
+        .map(|record| (utc_date(record.received_at), record))
+        .collect();
+    ordered.sort_by(|(date_a, a), (date_b, b)| {
+        a.survey_id
+            .cmp(&b.survey_id)
+            .then_with(|| date_a.cmp(date_b))
+            .then_with(|| a.identifier.cmp(&b.identifier))
+            .then_with(|| a.lsn.cmp(&b.lsn))
+    });
+
+    let mut files = Vec::new();
+    let mut builder = EventsBatchBuilder::new();
+    let mut start = 0;
+    while start < ordered.len() {
+        let (date, first) = &ordered[start];
+        let survey_id = &first.survey_id;
+        let end = start
+            + ordered[start..]
+                .iter()
+                .take_while(|(other_date, other)| {
+                    other_date == date && &other.survey_id == survey_id
+                })
+                .count();
+        let mut min_session: Option<&str> = None;
+        let mut max_session: Option<&str> = None;
+        for (_, record) in &ordered[start..end] {
+            // Bodies in the log were validated before they were logged.
+            let Ok(events) = batch::batch_events(&record.body) else {
+                continue;
+            };
+            if events.is_empty() {
+                continue;
+            }
+            let rows: Vec<_> = events.into_iter().map(decode_event).collect();
+            // A session event in the batch names the reference; else what the stream or the
+            // catalog linked to the identifier; else the identifier itself when it is a UUID.
+            let reference = rows
+                .iter()
+                .find_map(|row| {
+                    row.interview_id
+                        .as_deref()
+                        .and_then(batch::normalize_reference)
+                })
+                .or_else(|| {
+                    references
+                        .get(&(record.survey_id.clone(), record.identifier.clone()))
+                        .cloned()
+                })
+                .or_else(|| batch::normalize_reference(&record.identifier));
+            for row in &rows {
+                builder.append(
+                    survey_id.as_str(),
+                    &record.identifier,
+                    reference.as_deref(),
+                    record.received_at,
+                    row,
+                );
+            }
+            min_session.get_or_insert(record.identifier.as_str());
+            max_session = Some(record.identifier.as_str());
+        }
+        if !builder.is_empty() {
+            let row_count = builder.len() as u64;
+            let batch = builder
+                .finish()
+                .map_err(|error| IngestError::Encode(error.to_string()))?;
+            let bytes = events_file::encode_parquet(&batch)
+                .map_err(|error| IngestError::Encode(error.to_string()))?;
+            let file = NewLakeFile {
+                path: lake::events_file_path(
+                    survey_id.as_str(),
+                    date,
+                    instance,
+                    first_lsn,
+                    through_lsn,
+                ),
+                kind: LakeFileKind::Events,
+                survey_id: survey_id.clone(),
+                partition_date: Some(date.clone()),
+                row_count,
+                size_bytes: bytes.len() as u64,
+                min_session: min_session.map(str::to_owned),
+                max_session: max_session.map(str::to_owned),
+            };
+            files.push((bytes, file));
+        }
+        start = end;
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Int32Type;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        catalog: Arc<dyn Catalog>,
+        lake: Arc<dyn ObjectStore>,
+        tracking_key: String,
+        survey_id: SurveyId,
+    }
+
+    async fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = catalog::open(&format!(
+            "sqlite://{}",
+            dir.path().join("catalog.db").display()
+        ))
+        .await
+        .expect("catalog");
+        let org = catalog.create_organization("org").await.expect("org");
+        let survey = catalog
+            .provision_survey(&org.id, "s", "S")
+            .await
+            .expect("survey");
+        let lake = lake::open_lake(&dir.path().join("lake").display().to_string()).expect("lake");
+        Fixture {
+            tracking_key: survey.tracking_key.to_string(),
+            survey_id: survey.id,
+            dir,
+            catalog,
+            lake,
         }
     }
 
-    let mut files = Vec::with_capacity(partitions.len());
-    for ((survey_id, date), mut events) in partitions {
-        events.sort_by(|a, b| a.session_id.cmp(b.session_id));
-        let batch = events_file::build_batch(survey_id.as_str(), &events)
-            .map_err(|error| IngestError::Encode(error.to_string()))?;
-        let bytes = events_file::encode_parquet(&batch)
-            .map_err(|error| IngestError::Encode(error.to_string()))?;
-        let path =
-            lake::events_file_path(survey_id.as_str(), &date, instance, first_lsn, through_lsn);
-        let file = NewLakeFile {
-            path,
-            kind: LakeFileKind::Events,
-            survey_id: survey_id.clone(),
-            partition_date: Some(date),
-            row_count: events.len() as u64,
-            size_bytes: bytes.len() as u64,
-            min_session: events.first().map(|event| event.session_id.to_owned()),
-            max_session: events.last().map(|event| event.session_id.to_owned()),
-        };
-        files.push((bytes, file));
+    fn config(fixture: &Fixture, flush_bytes: usize) -> IngestConfig {
+        let mut config = IngestConfig::new("test", fixture.dir.path().join("wal"));
+        // Background consumers effectively off: the tests drive them.
+        config.stats_interval = Duration::from_secs(3600);
+        config.flush_interval = Duration::from_secs(3600);
+        config.flush_bytes = flush_bytes;
+        config
     }
-    Ok(files)
+
+    fn pointer_batch(start: i32, count: i32) -> Bytes {
+        let events: Vec<String> = (start..start + count)
+            .map(|i| {
+                format!(
+                    r#"{{"type":"pointermove","timestamp":{},"data":{{"x":{i},"y":{i},"pointerType":"mouse","trusted":true}}}}"#,
+                    1_763_800_000_000i64 + i64::from(i) * 16
+                )
+            })
+            .collect();
+        Bytes::from(format!("{{\"events\":[{}]}}", events.join(",")))
+    }
+
+    async fn read_events(fixture: &Fixture) -> Vec<(String, i32)> {
+        let mut rows = Vec::new();
+        for file in fixture
+            .catalog
+            .live_files(LakeFileKind::Events, None)
+            .await
+            .expect("files")
+        {
+            let path = fixture.dir.path().join("lake").join(&file.file.path);
+            let bytes = Bytes::from(std::fs::read(path).expect("read"));
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .expect("parquet")
+                .build()
+                .expect("reader");
+            for batch in reader {
+                let batch = batch.expect("batch");
+                let sessions =
+                    arrow::compute::cast(batch.column(1), &arrow::datatypes::DataType::Utf8)
+                        .expect("cast");
+                let sessions = sessions.as_string::<i32>();
+                let xs = batch.column(6).as_primitive::<Int32Type>();
+                for row in 0..batch.num_rows() {
+                    rows.push((sessions.value(row).to_owned(), xs.value(row)));
+                }
+                assert_eq!(xs.null_count(), 0);
+            }
+        }
+        rows
+    }
+
+    #[tokio::test]
+    async fn a_backlog_is_flushed_in_bounded_files_sorted_by_session() {
+        let fixture = fixture().await;
+        let ingestor = Ingestor::start(
+            config(&fixture, 4096),
+            fixture.catalog.clone(),
+            fixture.lake.clone(),
+        )
+        .await
+        .expect("start");
+        // Interleave two sessions so sorting has work to do.
+        for round in 0..20 {
+            for identifier in ["b-session", "a-session"] {
+                let accepted = ingestor
+                    .accept(
+                        &fixture.tracking_key,
+                        identifier,
+                        pointer_batch(round * 10, 10),
+                    )
+                    .await
+                    .expect("accept");
+                assert_eq!(accepted, Accepted::Stored { count: 10 });
+            }
+        }
+        // Part may already be flushed in the background (the backlog passed the bound).
+        ingestor.shutdown().await.expect("shutdown");
+        let files = fixture
+            .catalog
+            .live_files(LakeFileKind::Events, None)
+            .await
+            .expect("files");
+        assert!(files.len() > 1, "a 4 KiB flush bound must split 400 events");
+        assert_eq!(files.iter().map(|f| f.file.row_count).sum::<u64>(), 400);
+        for file in &files {
+            let rows = read_events_of(&fixture, &file.file.path);
+            let mut sorted = rows.clone();
+            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(
+                rows, sorted,
+                "rows of {} sorted by session, arrival order kept",
+                file.file.path
+            );
+        }
+        let rows = read_events(&fixture).await;
+        assert_eq!(rows.len(), 400);
+        for session in ["a-session", "b-session"] {
+            let xs: Vec<i32> = rows
+                .iter()
+                .filter(|(s, _)| s == session)
+                .map(|(_, x)| *x)
+                .collect();
+            assert_eq!(
+                xs,
+                (0..200).collect::<Vec<_>>(),
+                "{session} complete and in order"
+            );
+        }
+    }
+
+    fn read_events_of(fixture: &Fixture, path: &str) -> Vec<(String, i32)> {
+        let bytes =
+            Bytes::from(std::fs::read(fixture.dir.path().join("lake").join(path)).expect("read"));
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .expect("parquet")
+            .build()
+            .expect("reader");
+        let mut rows = Vec::new();
+        for batch in reader {
+            let batch = batch.expect("batch");
+            let sessions = arrow::compute::cast(batch.column(1), &arrow::datatypes::DataType::Utf8)
+                .expect("cast");
+            let sessions = sessions.as_string::<i32>();
+            let xs = batch.column(6).as_primitive::<Int32Type>();
+            for row in 0..batch.num_rows() {
+                rows.push((sessions.value(row).to_owned(), xs.value(row)));
+            }
+        }
+        rows
+    }
+
+    #[tokio::test]
+    async fn an_unflushed_log_replays_exactly_once_after_a_restart() {
+        let fixture = fixture().await;
+        {
+            let ingestor = Ingestor::start(
+                config(&fixture, 1 << 20),
+                fixture.catalog.clone(),
+                fixture.lake.clone(),
+            )
+            .await
+            .expect("start");
+            for round in 0..5 {
+                ingestor
+                    .accept(&fixture.tracking_key, "s1", pointer_batch(round * 4, 4))
+                    .await
+                    .expect("accept");
+            }
+            // Statistics applied, the lake not: the two consumers are at different positions.
+            ingestor.apply_stats().await.expect("stats");
+            // Dropped without shutdown, like a crash: nothing else reaches the catalog or lake.
+        }
+        let ingestor = Ingestor::start(
+            config(&fixture, 1 << 20),
+            fixture.catalog.clone(),
+            fixture.lake.clone(),
+        )
+        .await
+        .expect("restart");
+        let summaries = fixture
+            .catalog
+            .lookup_sessions(&fixture.survey_id, &["s1".to_owned()])
+            .await
+            .expect("lookup");
+        assert!(
+            summaries.is_empty(),
+            "s1 is not a UUID, so it has no reference"
+        );
+        let rows = read_events(&fixture).await;
+        assert_eq!(rows.len(), 20, "replayed into the lake once");
+        ingestor.shutdown().await.expect("shutdown");
+        let restarted = Ingestor::start(
+            config(&fixture, 1 << 20),
+            fixture.catalog.clone(),
+            fixture.lake.clone(),
+        )
+        .await
+        .expect("third start");
+        restarted.shutdown().await.expect("shutdown");
+        assert_eq!(read_events(&fixture).await.len(), 20, "no second replay");
+    }
 }
