@@ -13,7 +13,10 @@
 //! 5. peak server RSS during the load, from `/proc/<pid>/status`;
 //! 6. Parquet bytes per event in the lake after the final flush.
 //!
-//! Environment: `BENCH_SECONDS` (per phase, default 10), `BENCH_CONNECTIONS` (default 64).
+//! Environment: `BENCH_SECONDS` (per phase, default 10), `BENCH_CONNECTIONS` (default 64),
+//! `BENCH_BATCHES_PER_SESSION` (default 50: each connection plays browser sessions of 50 batches,
+//! 1000 events, one after another; 1 makes every batch a new session, the worst case for the
+//! session statistics).
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
@@ -202,9 +205,14 @@ async fn closed_loop(
     }
 }
 
-fn identifier(worker: usize, serial: u64) -> String {
-    // Sessions of 50 batches (1000 events), then a new browser session.
-    format!("{:08x}-0000-4000-8000-{:012x}", worker, serial / 50)
+/// The browser session of a connection's `serial`-th batch: each connection plays one session
+/// of `batches_per_session` batches after another.
+fn identifier(worker: usize, serial: u64, batches_per_session: u64) -> String {
+    format!(
+        "{:08x}-0000-4000-8000-{:012x}",
+        worker,
+        serial / batches_per_session
+    )
 }
 
 #[tokio::main]
@@ -217,6 +225,11 @@ async fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(64);
+    let batches_per_session: u64 = std::env::var("BENCH_BATCHES_PER_SESSION")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50)
+        .max(1);
     let phase = Duration::from_secs(seconds);
     let data_dir = tempfile::tempdir()?;
     let mut server = start_server(data_dir.path())?;
@@ -260,13 +273,18 @@ async fn main() -> anyhow::Result<()> {
     })
     .await;
 
-    let serial = Arc::new(AtomicU64::new(0));
-    let (base, counter) = (event_base.clone(), serial.clone());
+    let serials: Arc<Vec<AtomicU64>> =
+        Arc::new((0..connections).map(|_| AtomicU64::new(0)).collect());
+    let (base, counters) = (event_base.clone(), serials.clone());
     let collector = closed_loop(&client, connections, phase, move |c, worker, rng, state| {
-        let n = counter.fetch_add(1, Ordering::Relaxed);
-        c.post(format!("{}/{}", base, identifier(worker, n)))
-            .header("content-type", "text/plain")
-            .body(pointer_batch(rng, state))
+        let n = counters[worker].fetch_add(1, Ordering::Relaxed);
+        c.post(format!(
+            "{}/{}",
+            base,
+            identifier(worker, n, batches_per_session)
+        ))
+        .header("content-type", "text/plain")
+        .body(pointer_batch(rng, state))
     })
     .await;
 
@@ -288,7 +306,11 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(wait).await;
         }
         let request = client
-            .post(format!("{}/{}", event_base, identifier(10_000, sent)))
+            .post(format!(
+                "{}/{}",
+                event_base,
+                identifier(10_000, sent, batches_per_session)
+            ))
             .header("content-type", "text/plain")
             .body(pointer_batch(&mut rng, &mut state));
         let (latencies, open_errors) = (latencies.clone(), open_errors.clone());
@@ -344,7 +366,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     println!(
-        "collector_load: {connections} connections, {seconds} s per phase, {EVENTS_PER_BATCH} pointer events per batch"
+        "collector_load: {connections} connections, {seconds} s per phase, {EVENTS_PER_BATCH} pointer events per batch, {batches_per_session} batches per session"
     );
     println!(
         "  health      {:>10.0} req/s  ({} errors)",

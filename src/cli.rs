@@ -93,6 +93,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TELLTALE_COLLECTOR_IDENTIFIER_RATE", default_value_t = 20)]
     pub collector_identifier_rate: u32,
 
+    /// Behind a load balancer: take the client address for the per-IP collector limit from the
+    /// last `X-Forwarded-For` entry instead of the TCP peer.
+    #[arg(long, env = "TELLTALE_TRUST_FORWARDED_FOR", default_value_t = false)]
+    pub trust_forwarded_for: bool,
+
     /// Integration API requests per key per rolling minute.
     #[arg(long, env = "TELLTALE_API_RATE_PER_MINUTE", default_value_t = 120)]
     pub api_rate_per_minute: u32,

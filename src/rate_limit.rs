@@ -71,6 +71,9 @@ struct Bucket {
 }
 
 const SHARDS: usize = 16;
+/// Past this many keys in a shard, keys whose bucket has refilled are forgotten. Buckets refill
+/// within seconds, so the maps hold roughly the keys active in the last few seconds.
+const MAX_KEYS_PER_SHARD: usize = 4096;
 
 /// Token buckets per key: `rate` tokens a second, holding at most `burst`.
 #[derive(Debug)]
@@ -95,7 +98,7 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
         key.hash(&mut hasher);
         let shard = &self.shards[(hasher.finish() as usize) % SHARDS];
         let mut buckets = shard.lock();
-        if buckets.len() > 50_000 {
+        if buckets.len() > MAX_KEYS_PER_SHARD {
             // Forget keys whose bucket has refilled: they are indistinguishable from new ones.
             let (rate, burst) = (self.rate, self.burst);
             buckets.retain(|_, bucket| {

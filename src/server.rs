@@ -11,6 +11,9 @@ use ingest::{IngestConfig, Ingestor};
 use crate::cli::{ServeArgs, StorageArgs};
 use crate::http::{self, AppState, Limits};
 
+/// How long in-flight requests may take to finish after SIGTERM/SIGINT.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&storage.data_dir)
         .with_context(|| format!("creating data dir {}", storage.data_dir.display()))?;
@@ -20,7 +23,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         .with_context(|| format!("opening catalog {catalog_url}"))?;
     bootstrap(catalog.as_ref()).await?;
 
-    let lake = ingest::lake::open_lake(&storage.lake_url()).context("opening the lake")?;
+    let lake = ingest::lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
     let mut config = IngestConfig::new(instance_id(storage)?, storage.data_dir.join("wal"));
     config.flush_interval = Duration::from_millis(args.flush_interval_ms.max(100));
     let ingestor = Ingestor::start(config, catalog.clone(), lake)
@@ -39,16 +42,34 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         api_requests_per_minute: args.api_rate_per_minute,
         collector_ip_rate: args.collector_ip_rate,
         collector_identifier_rate: args.collector_identifier_rate,
+        trust_forwarded_for: args.trust_forwarded_for,
     };
     let state = AppState::new(catalog, ingestor.clone(), &public_url, &limits);
     let app = http::app(state).into_make_service_with_connect_info::<SocketAddr>();
 
     println!("telltale listening on http://{local}");
     tracing::info!(%local, %public_url, "serving");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving http")?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.send_replace(true);
+    });
+    let mut drain_deadline = stopped.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown({
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }
+    });
+    // In-flight requests get a bounded time to finish; a client holding a connection open must
+    // not delay the final flush (its batches are in the log either way).
+    tokio::select! {
+        served = server => served.context("serving http")?,
+        () = async move {
+            let _ = drain_deadline.wait_for(|stop| *stop).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => tracing::warn!("connections still open after the grace period; closing them"),
+    }
 
     tracing::info!("shutting down: flushing buffered events");
     let report = ingestor.shutdown().await.context("final flush")?;
@@ -89,6 +110,9 @@ fn instance_id(storage: &StorageArgs) -> anyhow::Result<String> {
             std::fs::write(&temporary, &id)?;
             std::fs::File::open(&temporary)?.sync_all()?;
             std::fs::rename(&temporary, &path)?;
+            // The rename itself must be durable: a new id after a power loss would replay the
+            // whole log under fresh watermarks.
+            std::fs::File::open(&storage.data_dir)?.sync_all()?;
             Ok(id)
         }
     }

@@ -154,14 +154,6 @@ impl Catalog for SqliteCatalog {
         label: &str,
         scopes: &[Scope],
     ) -> Result<CreatedKey> {
-        let live: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM organizations WHERE id = ? AND deleted_at IS NULL")
-                .bind(organization.as_str())
-                .fetch_optional(&self.pool)
-                .await?;
-        if live.is_none() {
-            return Err(Error::OrganizationNotFound(organization.to_string()));
-        }
         let secret = IntegrationKeySecret::generate();
         let info = KeyInfo {
             prefix: secret.prefix().clone(),
@@ -171,19 +163,23 @@ impl Catalog for SqliteCatalog {
             created_at: now_millis(),
             revoked_at: None,
         };
-        sqlx::query(
+        // One statement: the organization cannot be deleted between the check and the insert.
+        let inserted = sqlx::query(
             "INSERT INTO integration_keys
                  (prefix, organization_id, secret_sha256, label, scopes, created_at)
-             VALUES (?, ?, ?, ?, ?, ?)",
+             SELECT ?, id, ?, ?, ?, ? FROM organizations WHERE id = ? AND deleted_at IS NULL",
         )
         .bind(info.prefix.as_str())
-        .bind(organization.as_str())
         .bind(secret.sha256_hex())
         .bind(&info.label)
         .bind(Scope::join(&info.scopes))
         .bind(info.created_at)
+        .bind(organization.as_str())
         .execute(&self.pool)
         .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(Error::OrganizationNotFound(organization.to_string()));
+        }
         Ok(CreatedKey { secret, info })
     }
 

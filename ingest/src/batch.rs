@@ -21,11 +21,14 @@ pub enum BatchError {
     Malformed(String),
     #[error("body must be a JSON object with an `events` array")]
     NotABatch,
-    #[error("batch holds {0} events; at most 1000 are accepted per request")]
-    TooManyEvents(usize),
+    #[error("batch holds more than 1000 events, the most accepted per request")]
+    TooManyEvents,
     #[error("body exceeds 1 MiB")]
     TooLarge,
 }
+
+/// Marks the deserializer error raised when the events array passes the limit.
+const TOO_MANY_EVENTS: &str = "telltale: too many events";
 
 /// A batch body shaped as the collector expects. Unknown top-level fields are ignored.
 #[derive(Deserialize)]
@@ -59,6 +62,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for EventsField<'a> {
                 let mut events =
                     Vec::with_capacity(seq.size_hint().unwrap_or(32).min(MAX_EVENTS_PER_BATCH));
                 while let Some(event) = seq.next_element::<&'a RawValue>()? {
+                    if events.len() == MAX_EVENTS_PER_BATCH {
+                        // Stop here: a 1 MiB body of tiny events must not become half a million
+                        // pointers before it is refused.
+                        return Err(serde::de::Error::custom(TOO_MANY_EVENTS));
+                    }
                     events.push(event);
                 }
                 Ok(EventsField::Array(events))
@@ -101,12 +109,7 @@ pub fn count_batch_events(body: &[u8]) -> Result<usize, BatchError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(BatchError::TooLarge);
     }
-    let batch = parse_borrowed(body)?;
-    let count = batch.len();
-    if count > MAX_EVENTS_PER_BATCH {
-        return Err(BatchError::TooManyEvents(count));
-    }
-    Ok(count)
+    Ok(parse_borrowed(body)?.len())
 }
 
 /// The events of a batch body, each as its raw JSON text. The body must already have passed
@@ -124,8 +127,13 @@ fn parse_borrowed(body: &[u8]) -> Result<Vec<&RawValue>, BatchError> {
             Err(error) => Err(BatchError::Malformed(error.to_string())),
         };
     }
-    let batch: BorrowedBatch<'_> =
-        serde_json::from_slice(body).map_err(|error| BatchError::Malformed(error.to_string()))?;
+    let batch: BorrowedBatch<'_> = serde_json::from_slice(body).map_err(|error| {
+        if error.to_string().starts_with(TOO_MANY_EVENTS) {
+            BatchError::TooManyEvents
+        } else {
+            BatchError::Malformed(error.to_string())
+        }
+    })?;
     match batch.events {
         Some(EventsField::Array(events)) => Ok(events),
         _ => Err(BatchError::NotABatch),
@@ -236,11 +244,16 @@ mod tests {
 
     #[test]
     fn enforces_event_and_size_limits() {
+        let exactly = vec!["1"; MAX_EVENTS_PER_BATCH].join(",");
+        assert_eq!(
+            count_batch_events(format!("{{\"events\":[{exactly}]}}").as_bytes()),
+            Ok(1000)
+        );
         let events = vec!["1"; MAX_EVENTS_PER_BATCH + 1].join(",");
         let body = format!("{{\"events\":[{events}]}}");
         assert_eq!(
             count_batch_events(body.as_bytes()),
-            Err(BatchError::TooManyEvents(1001))
+            Err(BatchError::TooManyEvents)
         );
         let huge = format!("{{\"events\":[\"{}\"]}}", "a".repeat(MAX_BODY_BYTES));
         assert_eq!(
@@ -286,7 +299,7 @@ mod tests {
                 serde_json::Value::Array(items) if items.len() <= MAX_EVENTS_PER_BATCH => {
                     prop_assert_eq!(result, Ok(items.len()));
                 }
-                serde_json::Value::Array(_) => prop_assert!(result.is_err()),
+                serde_json::Value::Array(_) => prop_assert_eq!(result, Err(BatchError::TooManyEvents)),
                 _ => prop_assert_eq!(result, Err(BatchError::NotABatch)),
             }
         }

@@ -7,6 +7,8 @@
 //! typed columns filled as far as they can be. A reader rebuilds a typed event as
 //! `{"type": type, "timestamp": event_time, "data": {<every non-null typed data column>}}`.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
@@ -19,29 +21,29 @@ const FUTURE_SKEW_MS: i64 = 24 * 60 * 60 * 1000;
 /// explicit `null` is not of the vocabulary and sends the event to `payload`.
 #[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EventData {
+pub struct EventData<'a> {
     #[serde(default, deserialize_with = "present")]
     pub x: Option<i32>,
     #[serde(default, deserialize_with = "present")]
     pub y: Option<i32>,
-    #[serde(default, deserialize_with = "present")]
-    pub pointer_type: Option<String>,
+    #[serde(borrow, default, deserialize_with = "present_str")]
+    pub pointer_type: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
     pub trusted: Option<bool>,
     #[serde(default, deserialize_with = "present")]
     pub button: Option<i32>,
-    #[serde(default, deserialize_with = "present")]
-    pub target: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    pub key_class: Option<String>,
+    #[serde(borrow, default, deserialize_with = "present_str")]
+    pub target: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present_str")]
+    pub key_class: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
     pub repeat: Option<bool>,
     #[serde(default, deserialize_with = "present")]
     pub hold_ms: Option<f64>,
     #[serde(default, deserialize_with = "present")]
     pub flight_ms: Option<f64>,
-    #[serde(default, deserialize_with = "present")]
-    pub input_type: Option<String>,
+    #[serde(borrow, default, deserialize_with = "present_str")]
+    pub input_type: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
     pub length_delta: Option<i32>,
     #[serde(default, deserialize_with = "present")]
@@ -58,12 +60,44 @@ pub struct EventData {
     pub force: Option<f64>,
     #[serde(default, deserialize_with = "present")]
     pub radius: Option<f64>,
-    #[serde(default, deserialize_with = "present")]
-    pub state: Option<String>,
+    #[serde(borrow, default, deserialize_with = "present_str")]
+    pub state: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
     pub width: Option<i32>,
     #[serde(default, deserialize_with = "present")]
     pub height: Option<i32>,
+}
+
+/// A present, non-null string, borrowed from the input when it has no escapes (the common case:
+/// decoding a flush's events allocates nothing per string).
+fn present_str<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'a, str>>, D::Error> {
+    struct StrVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+    impl<'de: 'a, 'a> serde::de::Visitor<'de> for StrVisitor<'a> {
+        type Value = Cow<'a, str>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_borrowed_str<E>(self, value: &'de str) -> Result<Self::Value, E> {
+            Ok(Cow::Borrowed(value))
+        }
+
+        fn visit_str<E>(self, value: &str) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(value.to_owned()))
+        }
+
+        fn visit_string<E>(self, value: String) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(value))
+        }
+    }
+
+    deserializer
+        .deserialize_str(StrVisitor(std::marker::PhantomData))
+        .map(Some)
 }
 
 /// Deserializes a field that, when present, must not be null.
@@ -75,11 +109,12 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StrictEvent {
-    #[serde(rename = "type")]
-    event_type: String,
+struct StrictEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    event_type: Cow<'a, str>,
     timestamp: i64,
-    data: EventData,
+    #[serde(borrow)]
+    data: EventData<'a>,
 }
 
 /// The parts of an arbitrary event that can still be read when it is not strictly typed.
@@ -102,10 +137,10 @@ struct SessionEventData<'a> {
 /// One event, decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow<'a> {
-    pub event_type: Option<String>,
+    pub event_type: Option<Cow<'a, str>>,
     /// The event's own `timestamp` (Unix ms), as sent.
     pub event_time: Option<i64>,
-    pub data: EventData,
+    pub data: EventData<'a>,
     /// The raw event when the typed columns do not hold it losslessly.
     pub payload: Option<&'a str>,
     /// `data.interviewId` of a `session` event, as sent.
@@ -123,7 +158,7 @@ impl EventRow<'_> {
 /// Decodes one raw event. Never fails: what cannot be typed is kept raw.
 pub fn decode_event(raw: &RawValue) -> EventRow<'_> {
     let text = raw.get();
-    if let Ok(strict) = serde_json::from_str::<StrictEvent>(text) {
+    if let Ok(strict) = serde_json::from_str::<StrictEvent<'_>>(text) {
         return EventRow {
             event_type: Some(strict.event_type),
             event_time: Some(strict.timestamp),
@@ -144,12 +179,12 @@ pub fn decode_event(raw: &RawValue) -> EventRow<'_> {
     };
     row.event_type = loose
         .event_type
-        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+        .and_then(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).ok());
     row.event_time = loose
         .timestamp
         .and_then(|raw| serde_json::from_str::<i64>(raw.get()).ok());
     if let Some(data) = loose.data {
-        if let Ok(typed) = serde_json::from_str::<EventData>(data.get()) {
+        if let Ok(typed) = serde_json::from_str::<EventData<'_>>(data.get()) {
             row.data = typed;
         }
         if row.event_type.as_deref() == Some("session") {

@@ -4,11 +4,12 @@
 //! events/survey_id=<24hex>/date=<YYYY-MM-DD>/<instance>-<first lsn>-<last lsn>.parquet
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LakeError {
@@ -20,17 +21,74 @@ pub enum LakeError {
     Io(#[from] std::io::Error),
 }
 
-/// Opens the object store a lake URL names. `file:///path` or a plain path is a local folder,
-/// created when missing.
-pub fn open_lake(url: &str) -> Result<Arc<dyn ObjectStore>, LakeError> {
-    let path = match url.strip_prefix("file://") {
-        Some(path) => path,
-        None if url.contains("://") => return Err(LakeError::UnsupportedUrl(url.to_owned())),
-        None => url,
-    };
-    std::fs::create_dir_all(path)?;
-    let store = LocalFileSystem::new_with_prefix(Path::new(path))?;
-    Ok(Arc::new(store))
+/// The lake's object store, plus what durability needs to know about it.
+#[derive(Debug, Clone)]
+pub struct Lake {
+    store: Arc<dyn ObjectStore>,
+    /// Set for a local folder, whose writes are not durable until fsync'd.
+    local_root: Option<PathBuf>,
+}
+
+impl Lake {
+    /// Opens the lake a URL names. `file:///path` or a plain path is a local folder, created
+    /// when missing.
+    pub fn open(url: &str) -> Result<Lake, LakeError> {
+        let path = match url.strip_prefix("file://") {
+            Some(path) => path,
+            None if url.contains("://") => return Err(LakeError::UnsupportedUrl(url.to_owned())),
+            None => url,
+        };
+        std::fs::create_dir_all(path)?;
+        let root = std::fs::canonicalize(path)?;
+        let store = LocalFileSystem::new_with_prefix(&root)?;
+        Ok(Lake {
+            store: Arc::new(store),
+            local_root: Some(root),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// Writes an object so that it survives a power loss once this returns. The catalog commit
+    /// that follows must never name a file the disk could still take back: object_store's local
+    /// backend renames a staging file into place without syncing, so for a local folder the file
+    /// and every directory up to the root are fsync'd here.
+    pub async fn put_durable(&self, path: &str, bytes: Vec<u8>) -> Result<(), LakeError> {
+        self.store
+            .put(&ObjectPath::from(path), bytes.into())
+            .await?;
+        if let Some(root) = &self.local_root {
+            let root = root.clone();
+            let file = root.join(path);
+            tokio::task::spawn_blocking(move || sync_file_and_parents(&root, &file))
+                .await
+                .map_err(|error| LakeError::Io(std::io::Error::other(error)))??;
+        }
+        Ok(())
+    }
+
+    /// Deletes an object; a missing object is not an error.
+    pub async fn delete(&self, path: &str) -> Result<(), LakeError> {
+        match self.store.delete(&ObjectPath::from(path)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
+fn sync_file_and_parents(root: &Path, file: &Path) -> std::io::Result<()> {
+    std::fs::File::open(file)?.sync_all()?;
+    let mut directory = file.parent();
+    while let Some(dir) = directory {
+        std::fs::File::open(dir)?.sync_all()?;
+        if dir == root {
+            break;
+        }
+        directory = dir.parent();
+    }
+    Ok(())
 }
 
 /// The object path of an events file.

@@ -22,14 +22,13 @@ use catalog::{
 };
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt};
 use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinHandle;
 
 use crate::batch::{self, BatchError};
 use crate::event_row::{self, decode_event};
 use crate::events_file::{self, EventsBatchBuilder};
-use crate::lake;
+use crate::lake::{self, Lake};
 use crate::wal::{Append, Wal, WalError, WalRecord};
 
 /// Settings of the pipeline. Plain values: the binary maps its flags onto them.
@@ -55,8 +54,8 @@ impl IngestConfig {
             wal_dir,
             stats_interval: Duration::from_millis(200),
             flush_interval: Duration::from_secs(10),
-            flush_bytes: 32 * 1024 * 1024,
-            max_buffered_bytes: 512 * 1024 * 1024,
+            flush_bytes: 8 * 1024 * 1024,
+            max_buffered_bytes: 128 * 1024 * 1024,
         }
     }
 }
@@ -120,16 +119,17 @@ impl Pending {
         }
     }
 
-    fn snapshot(&self) -> Vec<Arc<WalRecord>> {
-        self.records.iter().cloned().collect()
-    }
-
-    /// The oldest records, up to about `max_bytes` of bodies (at least one record).
-    fn snapshot_prefix(&self, max_bytes: usize) -> Vec<Arc<WalRecord>> {
+    /// The oldest records, up to about `max_bytes` of bodies (at least one record), or exactly
+    /// those up to `through` when a failed attempt must be repeated over the same range.
+    fn snapshot_prefix(&self, max_bytes: usize, through: Option<u64>) -> Vec<Arc<WalRecord>> {
         let mut taken = 0;
         let mut prefix = Vec::new();
         for record in &self.records {
-            if !prefix.is_empty() && taken + record.body.len() > max_bytes {
+            let full = match through {
+                Some(through) => record.lsn > through,
+                None => !prefix.is_empty() && taken + record.body.len() > max_bytes,
+            };
+            if full {
                 break;
             }
             taken += record.body.len();
@@ -147,7 +147,7 @@ enum CachedSurvey {
 struct Inner {
     config: IngestConfig,
     catalog: Arc<dyn Catalog>,
-    lake: Arc<dyn ObjectStore>,
+    lake: Lake,
     wal: Wal,
     surveys: RwLock<HashMap<String, CachedSurvey>>,
     /// The deleted references of each survey that has any.
@@ -155,6 +155,12 @@ struct Inner {
     last_tombstone_id: AtomicU64,
     /// identifier -> reference, as learned from the stream and the catalog.
     references: Mutex<HashMap<(SurveyId, String), String>>,
+    /// Identifiers of tombstoned surveys the catalog had no reference for, so the collector asks
+    /// it once, not on every request. Cleared when new tombstones arrive.
+    unlinked: Mutex<HashSet<(SurveyId, String)>>,
+    /// The log position a failed flush reached; the retry covers exactly the same range, so it
+    /// rewrites the same objects instead of adding files with the same rows.
+    retry_through: Mutex<Option<u64>>,
     stats_pending: Arc<Mutex<Pending>>,
     lake_pending: Arc<Mutex<Pending>>,
     stats_watermark: AtomicU64,
@@ -182,7 +188,7 @@ impl std::fmt::Debug for Ingestor {
 }
 
 /// Bound on the identifier-to-reference memo; it is refilled from the catalog when cleared.
-const MAX_REMEMBERED_REFERENCES: usize = 1_000_000;
+const MAX_REMEMBERED_REFERENCES: usize = 100_000;
 /// How long an unknown tracking key is remembered as unknown.
 const UNKNOWN_SURVEY_TTL: Duration = Duration::from_secs(1);
 
@@ -192,7 +198,7 @@ impl Ingestor {
     pub async fn start(
         config: IngestConfig,
         catalog: Arc<dyn Catalog>,
-        lake: Arc<dyn ObjectStore>,
+        lake: Lake,
     ) -> Result<Ingestor, IngestError> {
         let stats_pending = Arc::new(Mutex::new(Pending::default()));
         let lake_pending = Arc::new(Mutex::new(Pending::default()));
@@ -247,6 +253,8 @@ impl Ingestor {
                 tombstones: RwLock::new(HashMap::new()),
                 last_tombstone_id: AtomicU64::new(0),
                 references: Mutex::new(HashMap::new()),
+                unlinked: Mutex::new(HashSet::new()),
+                retry_through: Mutex::new(None),
                 stats_pending,
                 lake_pending,
                 stats_watermark: AtomicU64::new(stats_watermark),
@@ -279,6 +287,10 @@ impl Ingestor {
         if self.is_deleted(&survey_id, identifier, &body).await? {
             return Ok(Accepted::Deleted { count });
         }
+        if count == 0 {
+            // Nothing to keep: no log write, no sync.
+            return Ok(Accepted::Stored { count });
+        }
         if self.inner.lake_pending.lock().bytes > self.inner.config.max_buffered_bytes {
             self.inner.flush_wanted.notify_one();
             return Err(IngestError::Overloaded);
@@ -287,7 +299,9 @@ impl Ingestor {
             received_at: catalog::now_millis(),
             survey_id,
             identifier: identifier.to_owned(),
-            body,
+            // An exact-size copy: the request's bytes may be a slice pinning a much larger
+            // network read buffer for as long as the batch waits for the flush.
+            body: Bytes::copy_from_slice(&body),
         };
         self.inner.wal.append(append).await?;
         if self.inner.lake_pending.lock().bytes >= self.inner.config.flush_bytes {
@@ -352,7 +366,7 @@ impl Ingestor {
         }
         let key = (survey_id.clone(), identifier.to_owned());
         let mut linked = self.inner.references.lock().get(&key).cloned();
-        if linked.is_none() {
+        if linked.is_none() && !self.inner.unlinked.lock().contains(&key) {
             let stored = self
                 .inner
                 .catalog
@@ -365,6 +379,12 @@ impl Ingestor {
                     .entry(key.clone())
                     .or_insert_with(|| reference.clone());
                 linked = Some(reference);
+            } else {
+                let mut unlinked = self.inner.unlinked.lock();
+                if unlinked.len() > MAX_REMEMBERED_REFERENCES {
+                    *unlinked = HashSet::new();
+                }
+                unlinked.insert(key.clone());
             }
         }
         if linked.is_some_and(|reference| tombstoned(&reference)) {
@@ -394,6 +414,8 @@ impl Ingestor {
             self.inner
                 .last_tombstone_id
                 .store(last.id.max(0) as u64, Ordering::Release);
+            // A link the catalog did not know may exist now.
+            *self.inner.unlinked.lock() = HashSet::new();
             let mut tombstones = self.inner.tombstones.write();
             for tombstone in fresh {
                 tombstones
@@ -408,7 +430,11 @@ impl Ingestor {
     /// Applies pending session statistics to the catalog.
     pub async fn apply_stats(&self) -> Result<usize, IngestError> {
         let _guard = self.inner.stats_lock.lock().await;
-        let records = self.inner.stats_pending.lock().snapshot();
+        let records = self
+            .inner
+            .stats_pending
+            .lock()
+            .snapshot_prefix(self.inner.config.flush_bytes, None);
         let Some(through_lsn) = records.last().map(|record| record.lsn) else {
             return Ok(0);
         };
@@ -420,7 +446,8 @@ impl Ingestor {
         {
             let mut references = self.inner.references.lock();
             if references.len() > MAX_REMEMBERED_REFERENCES {
-                references.clear();
+                // A fresh map, not `clear`, so the memory is returned too.
+                *references = HashMap::new();
             }
             for delta in &deltas {
                 if let Some(reference) = &delta.reference {
@@ -441,20 +468,26 @@ impl Ingestor {
 
     /// Writes every batch logged so far to the lake and makes the files live.
     pub async fn flush(&self) -> Result<FlushReport, IngestError> {
-        // References learned from the stream first, so the files carry them.
-        self.apply_stats().await?;
+        // References learned from the stream first, so the files carry them. A failure here
+        // must not stop the lake: the files then fall back to what the catalog knows.
+        if let Err(error) = self.apply_stats().await {
+            tracing::warn!(%error, "statistics not applied before the flush");
+        }
         let _guard = self.inner.flush_lock.lock().await;
+        let retry_through = *self.inner.retry_through.lock();
         // Bounded, so a backlog (after an outage or a long replay) is written in several files
         // instead of being decoded all at once.
         let records = self
             .inner
             .lake_pending
             .lock()
-            .snapshot_prefix(self.inner.config.flush_bytes);
+            .snapshot_prefix(self.inner.config.flush_bytes, retry_through);
         let (Some(first), Some(last)) = (records.first(), records.last()) else {
             return Ok(FlushReport::default());
         };
         let (first_lsn, through_lsn) = (first.lsn, last.lsn);
+        // From here on a failure repeats this exact range.
+        *self.inner.retry_through.lock() = Some(through_lsn);
         let references = self.references_for(&records).await?;
         let instance = self.inner.config.instance_id.clone();
         let files = tokio::task::spawn_blocking(move || {
@@ -464,19 +497,34 @@ impl Ingestor {
 
         let mut committed = Vec::with_capacity(files.len());
         let mut events = 0;
+        let mut outcome = Ok(());
         for (bytes, file) in files {
             events += file.row_count;
-            self.inner
-                .lake
-                .put(&ObjectPath::from(file.path.as_str()), bytes.into())
-                .await
-                .map_err(lake::LakeError::from)?;
+            if let Err(error) = self.inner.lake.put_durable(&file.path, bytes).await {
+                outcome = Err(IngestError::from(error));
+                break;
+            }
             committed.push(file);
         }
-        self.inner
-            .catalog
-            .commit_event_files(&self.inner.config.instance_id, through_lsn, &committed)
-            .await?;
+        if outcome.is_ok() {
+            outcome = self
+                .inner
+                .catalog
+                .commit_event_files(&self.inner.config.instance_id, through_lsn, &committed)
+                .await
+                .map_err(IngestError::from);
+        }
+        if let Err(error) = outcome {
+            // Uncommitted uploads are invisible to the catalog, but not to a reader listing the
+            // folder: take them back now rather than at the next start.
+            for file in &committed {
+                if let Err(cleanup) = self.inner.lake.delete(&file.path).await {
+                    tracing::warn!(path = file.path, error = %cleanup, "could not remove an uncommitted file");
+                }
+            }
+            return Err(error);
+        }
+        *self.inner.retry_through.lock() = None;
         let backlog = {
             let mut pending = self.inner.lake_pending.lock();
             pending.drain_through(through_lsn);
@@ -606,6 +654,7 @@ impl Ingestor {
         let objects: Vec<_> = self
             .inner
             .lake
+            .store()
             .list(Some(&prefix))
             .try_collect()
             .await
@@ -616,11 +665,7 @@ impl Ingestor {
                 lake::events_file_instance(&path) == Some(self.inner.config.instance_id.as_str());
             if ours && !live.contains(&path) {
                 tracing::info!(path, "removing an uncommitted events file");
-                self.inner
-                    .lake
-                    .delete(&object.location)
-                    .await
-                    .map_err(lake::LakeError::from)?;
+                self.inner.lake.delete(&path).await?;
             }
         }
         Ok(())
@@ -738,6 +783,28 @@ fn build_event_files(
             .then_with(|| a.lsn.cmp(&b.lsn))
     });
 
+    // References named by `session` events anywhere in this range, so a batch logged before
+    // its session's `session` event was applied to the statistics still gets the reference
+    // lookup will report.
+    let mut named: HashMap<(&SurveyId, &str), String> = HashMap::new();
+    for record in records {
+        if !contains(&record.body, b"session") {
+            continue;
+        }
+        let Ok(events) = batch::batch_events(&record.body) else {
+            continue;
+        };
+        for raw in events {
+            if let Some(reference) = event_row::stats_view(raw)
+                .1
+                .as_deref()
+                .and_then(batch::normalize_reference)
+            {
+                named.insert((&record.survey_id, record.identifier.as_str()), reference);
+            }
+        }
+    }
+
     let mut files = Vec::new();
     let mut builder = EventsBatchBuilder::new();
     let mut start = 0;
@@ -770,6 +837,11 @@ fn build_event_files(
                     row.interview_id
                         .as_deref()
                         .and_then(batch::normalize_reference)
+                })
+                .or_else(|| {
+                    named
+                        .get(&(&record.survey_id, record.identifier.as_str()))
+                        .cloned()
                 })
                 .or_else(|| {
                     references
@@ -819,6 +891,13 @@ fn build_event_files(
     Ok(files)
 }
 
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -829,7 +908,7 @@ mod tests {
     struct Fixture {
         dir: tempfile::TempDir,
         catalog: Arc<dyn Catalog>,
-        lake: Arc<dyn ObjectStore>,
+        lake: Lake,
         tracking_key: String,
         survey_id: SurveyId,
     }
@@ -847,7 +926,7 @@ mod tests {
             .provision_survey(&org.id, "s", "S")
             .await
             .expect("survey");
-        let lake = lake::open_lake(&dir.path().join("lake").display().to_string()).expect("lake");
+        let lake = Lake::open(&dir.path().join("lake").display().to_string()).expect("lake");
         Fixture {
             tracking_key: survey.tracking_key.to_string(),
             survey_id: survey.id,

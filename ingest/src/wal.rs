@@ -32,8 +32,10 @@ use tokio::sync::oneshot;
 const HEADER_LEN: usize = 8;
 /// Segments roll over past this size even when no consumer asks for it.
 const SEGMENT_TARGET_BYTES: u64 = 64 * 1024 * 1024;
-/// A group commit writes at most this many records at once.
+/// A group commit writes at most this many records at once...
 const MAX_GROUP: usize = 4096;
+/// ...and stops adding records past this many bytes, so one group's write and sync stay short.
+const MAX_GROUP_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {
@@ -169,12 +171,21 @@ impl Wal {
     /// Opens the log in `dir`, replays what it holds and starts the writer thread. Replayed
     /// records are returned, not passed to `sink`; new appends go to `sink` once durable.
     pub fn open(dir: &Path, sink: DurableSink) -> Result<(Wal, Recovered), WalError> {
-        fs::create_dir_all(dir)?;
+        if !dir.exists() {
+            fs::create_dir_all(dir)?;
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent)?;
+            }
+        }
         let recovered = replay(dir)?;
+        // Continue after both the last record and the highest segment name: a segment created
+        // after a failed write may be empty, and numbering must never go back below it (the
+        // active segment must sort last, and sequence numbers must never repeat).
         let next_lsn = recovered
             .records
             .last()
-            .map_or_else(|| first_lsn_floor(dir), |r| r.lsn + 1);
+            .map_or(1, |record| record.lsn + 1)
+            .max(first_lsn_floor(dir));
         let segment = Segment::create(dir, next_lsn)?;
         let shared = Arc::new(Shared {
             dir: dir.to_owned(),
@@ -281,12 +292,39 @@ fn writer_loop(
 ) {
     let mut buffer = Vec::with_capacity(1024 * 1024);
     let mut group = Vec::with_capacity(MAX_GROUP);
+    // Set when a failed write could not be cut back: nothing may be appended after a torn
+    // record (replay stops there), so appends fail until a fresh segment exists.
+    let mut broken = false;
     while let Ok(first) = receiver.recv() {
+        let mut group_bytes = first.append.body.len();
         group.push(first);
-        while group.len() < MAX_GROUP {
+        while group.len() < MAX_GROUP && group_bytes < MAX_GROUP_BYTES {
             match receiver.try_recv() {
-                Ok(request) => group.push(request),
+                Ok(request) => {
+                    group_bytes += request.append.body.len();
+                    group.push(request);
+                }
                 Err(_) => break,
+            }
+        }
+        if buffer.capacity() > 4 * MAX_GROUP_BYTES {
+            buffer = Vec::with_capacity(1024 * 1024);
+        }
+
+        if broken {
+            match Segment::create(&shared.dir, next_lsn) {
+                Ok(fresh) => {
+                    segment = fresh;
+                    broken = false;
+                }
+                Err(error) => {
+                    tracing::error!(%error, "write-ahead log unavailable");
+                    let shared_error = Arc::new(error);
+                    for Request { done, .. } in group.drain(..) {
+                        let _ = done.send(Err(Arc::clone(&shared_error)));
+                    }
+                    continue;
+                }
             }
         }
 
@@ -339,17 +377,22 @@ fn writer_loop(
                 }
             }
             Err(error) => {
-                // The segment may now end in a partial record; continue in a fresh segment so
-                // later records stay readable. Nothing of this group was acknowledged.
+                // Nothing of this group is acknowledged. The segment may end in a partial
+                // record now: cut it back to what was durable before, so records appended later
+                // stay readable. Sequence numbers are not reused: the failed records may be on
+                // disk in full, and replaying an unacknowledged batch is allowed, a repeated
+                // number is not.
                 tracing::error!(%error, "write-ahead log append failed");
                 let shared_error = Arc::new(WalError::Io(error));
                 for done in waiters {
                     let _ = done.send(Err(Arc::clone(&shared_error)));
                 }
-                // Sequence numbers are not reused: the failed records may be on disk in full,
-                // and replaying an unacknowledged batch is allowed, a duplicate number is not.
-                if let Ok(next) = Segment::create(&shared.dir, next_lsn) {
-                    segment = next;
+                let cut = segment
+                    .file
+                    .set_len(segment.written)
+                    .and_then(|()| segment.file.sync_all());
+                if cut.is_err() {
+                    broken = true;
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! origin. Bodies may be `application/json` or `text/plain` (what `navigator.sendBeacon` sends
 //! for a string). A 201 means the batch is fsync'd in the write-ahead log.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use axum::Router;
@@ -80,17 +80,20 @@ pub async fn collect(
     ApiBytes(body): ApiBytes,
 ) -> Result<Response, ApiError> {
     check_content_type(&headers)?;
+    // Before any per-identifier state: a hostile identifier must not become a limiter key.
+    ingest::batch::validate_identifier(&identifier).map_err(ApiError::BadRequest)?;
     let now = Instant::now();
     if let Some(limiter) = &state.ip_limiter {
+        let client = client_ip(&headers, peer, state.trust_forwarded_for);
         limiter
-            .check(&peer.ip(), now)
+            .check(&client, now)
             .map_err(|wait| ApiError::RateLimited {
                 retry_after_secs: retry_after_secs(wait),
             })?;
     }
     if let Some(limiter) = &state.identifier_limiter {
         limiter
-            .check(&identifier, now)
+            .check(&(key.clone(), identifier.clone()), now)
             .map_err(|wait| ApiError::RateLimited {
                 retry_after_secs: retry_after_secs(wait),
             })?;
@@ -121,6 +124,24 @@ pub async fn collect(
     Ok((status, axum::Json(result)).into_response())
 }
 
+/// The client's address: the TCP peer, or behind a trusted proxy the right-most address of
+/// `X-Forwarded-For` (the one the proxy itself appended; earlier entries are the client's say).
+fn client_ip(headers: &HeaderMap, peer: SocketAddr, trust_forwarded_for: bool) -> IpAddr {
+    if trust_forwarded_for {
+        let forwarded = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .filter_map(|entry| entry.trim().parse::<IpAddr>().ok())
+            .last();
+        if let Some(ip) = forwarded {
+            return ip;
+        }
+    }
+    peer.ip()
+}
+
 fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Ok(());
@@ -148,7 +169,7 @@ fn ingest_error(error: IngestError) -> ApiError {
         IngestError::Batch(BatchError::TooLarge) => {
             ApiError::PayloadTooLarge("body exceeds 1 MiB".to_owned())
         }
-        IngestError::Batch(error @ BatchError::TooManyEvents(_)) => {
+        IngestError::Batch(error @ BatchError::TooManyEvents) => {
             ApiError::PayloadTooLarge(error.to_string())
         }
         IngestError::Batch(error) => ApiError::BadRequest(error.to_string()),

@@ -77,10 +77,17 @@ impl IntoResponse for ApiError {
         }
         let status = self.status();
         let mut response = error_response(status, &self.to_string());
-        if let ApiError::RateLimited { retry_after_secs } = self {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        match self {
+            ApiError::RateLimited { retry_after_secs } => {
+                let value = HeaderValue::from(retry_after_secs);
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            ApiError::Unavailable(_) => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(1u64));
+            }
+            _ => {}
         }
         response
     }

@@ -42,6 +42,8 @@ pub struct Limits {
     pub collector_ip_rate: u32,
     /// 0 disables the limit.
     pub collector_identifier_rate: u32,
+    /// Take the client address for the per-IP limit from `X-Forwarded-For` (behind a proxy).
+    pub trust_forwarded_for: bool,
 }
 
 /// State shared by every handler.
@@ -55,7 +57,9 @@ pub struct StateInner {
     pub public_url: String,
     pub api_limiter: SlidingWindow,
     pub ip_limiter: Option<TokenBuckets<IpAddr>>,
-    pub identifier_limiter: Option<TokenBuckets<String>>,
+    /// Keyed by (tracking key, identifier).
+    pub identifier_limiter: Option<TokenBuckets<(String, String)>>,
+    pub trust_forwarded_for: bool,
 }
 
 impl std::ops::Deref for AppState {
@@ -85,6 +89,7 @@ impl AppState {
                 .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
             identifier_limiter: rate(limits.collector_identifier_rate)
                 .map(|r| TokenBuckets::new(r, r.saturating_mul(3))),
+            trust_forwarded_for: limits.trust_forwarded_for,
         }))
     }
 }
