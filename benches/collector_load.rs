@@ -53,6 +53,12 @@ fn start_server(data_dir: &std::path::Path) -> anyhow::Result<Server> {
             "--data-dir",
         ])
         .arg(data_dir)
+        // Extra server flags for experiments, e.g. BENCH_SERVER_ARGS="--flush-bytes 1000000000".
+        .args(
+            std::env::var("BENCH_SERVER_ARGS")
+                .unwrap_or_default()
+                .split_whitespace(),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

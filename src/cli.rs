@@ -85,6 +85,10 @@ pub struct ServeArgs {
     #[arg(long, env = "TELLTALE_FLUSH_INTERVAL_MS", default_value_t = 10_000)]
     pub flush_interval_ms: u64,
 
+    /// Buffered request bytes that trigger a flush to the lake before the interval.
+    #[arg(long, env = "TELLTALE_FLUSH_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub flush_bytes: usize,
+
     /// Collector requests per second allowed from one client IP (0: unlimited).
     #[arg(long, env = "TELLTALE_COLLECTOR_IP_RATE", default_value_t = 1000)]
     pub collector_ip_rate: u32,

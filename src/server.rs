@@ -26,6 +26,10 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     let lake = ingest::lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
     let mut config = IngestConfig::new(instance_id(storage)?, storage.data_dir.join("wal"));
     config.flush_interval = Duration::from_millis(args.flush_interval_ms.max(100));
+    config.flush_bytes = args.flush_bytes.max(64 * 1024);
+    config.max_buffered_bytes = config
+        .max_buffered_bytes
+        .max(config.flush_bytes.saturating_mul(4));
     let ingestor = Ingestor::start(config, catalog.clone(), lake)
         .await
         .context("starting the ingest pipeline")?;

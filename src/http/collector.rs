@@ -131,10 +131,10 @@ fn client_ip(headers: &HeaderMap, peer: SocketAddr, trust_forwarded_for: bool) -
         let forwarded = headers
             .get_all("x-forwarded-for")
             .iter()
+            .rev()
             .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .filter_map(|entry| entry.trim().parse::<IpAddr>().ok())
-            .last();
+            .flat_map(|value| value.rsplit(','))
+            .find_map(|entry| entry.trim().parse::<IpAddr>().ok());
         if let Some(ip) = forwarded {
             return ip;
         }
@@ -175,5 +175,47 @@ fn ingest_error(error: IngestError) -> ApiError {
         IngestError::Batch(error) => ApiError::BadRequest(error.to_string()),
         IngestError::Overloaded => ApiError::Unavailable(error.to_string()),
         other => ApiError::internal("could not store the batch", other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwarded_for_is_used_only_when_trusted_and_its_last_entry_wins() {
+        let peer: SocketAddr = "10.0.0.1:5000".parse().expect("addr");
+        let mut headers = HeaderMap::new();
+        headers.append(
+            "x-forwarded-for",
+            "203.0.113.9, 198.51.100.7".parse().expect("value"),
+        );
+        assert_eq!(client_ip(&headers, peer, false), peer.ip());
+        let last: IpAddr = "198.51.100.7".parse().expect("ip");
+        assert_eq!(client_ip(&headers, peer, true), last);
+        headers.append("x-forwarded-for", "garbage".parse().expect("value"));
+        assert_eq!(client_ip(&headers, peer, true), last);
+        assert_eq!(client_ip(&HeaderMap::new(), peer, true), peer.ip());
+    }
+
+    #[test]
+    fn content_types_of_fetch_and_beacon_are_accepted() {
+        let mut headers = HeaderMap::new();
+        assert!(check_content_type(&headers).is_ok());
+        headers.insert(
+            header::CONTENT_TYPE,
+            "text/plain;charset=UTF-8".parse().expect("value"),
+        );
+        assert!(check_content_type(&headers).is_ok());
+        headers.insert(
+            header::CONTENT_TYPE,
+            "Application/JSON".parse().expect("value"),
+        );
+        assert!(check_content_type(&headers).is_ok());
+        headers.insert(
+            header::CONTENT_TYPE,
+            "multipart/form-data".parse().expect("value"),
+        );
+        assert!(check_content_type(&headers).is_err());
     }
 }
