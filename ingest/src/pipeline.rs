@@ -955,34 +955,17 @@ mod tests {
         Bytes::from(format!("{{\"events\":[{}]}}", events.join(",")))
     }
 
+    /// (session, x) of every row of every live events file.
     async fn read_events(fixture: &Fixture) -> Vec<(String, i32)> {
-        let mut rows = Vec::new();
-        for file in fixture
+        let files = fixture
             .catalog
             .live_files(LakeFileKind::Events, None)
             .await
-            .expect("files")
-        {
-            let path = fixture.dir.path().join("lake").join(&file.file.path);
-            let bytes = Bytes::from(std::fs::read(path).expect("read"));
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .expect("parquet")
-                .build()
-                .expect("reader");
-            for batch in reader {
-                let batch = batch.expect("batch");
-                let sessions =
-                    arrow::compute::cast(batch.column(1), &arrow::datatypes::DataType::Utf8)
-                        .expect("cast");
-                let sessions = sessions.as_string::<i32>();
-                let xs = batch.column(6).as_primitive::<Int32Type>();
-                for row in 0..batch.num_rows() {
-                    rows.push((sessions.value(row).to_owned(), xs.value(row)));
-                }
-                assert_eq!(xs.null_count(), 0);
-            }
-        }
-        rows
+            .expect("files");
+        files
+            .iter()
+            .flat_map(|file| read_events_of(fixture, &file.file.path))
+            .collect()
     }
 
     #[tokio::test]
@@ -1058,6 +1041,7 @@ mod tests {
                 .expect("cast");
             let sessions = sessions.as_string::<i32>();
             let xs = batch.column(6).as_primitive::<Int32Type>();
+            assert_eq!(xs.null_count(), 0, "pointer events keep typed x");
             for row in 0..batch.num_rows() {
                 rows.push((sessions.value(row).to_owned(), xs.value(row)));
             }
