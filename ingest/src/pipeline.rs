@@ -462,7 +462,7 @@ impl Ingestor {
         self.inner
             .stats_watermark
             .store(through_lsn, Ordering::Release);
-        self.truncate_log();
+        self.truncate_log().await;
         Ok(deltas.len())
     }
 
@@ -537,7 +537,7 @@ impl Ingestor {
             .lake_watermark
             .store(through_lsn, Ordering::Release);
         self.inner.wal.request_roll();
-        self.truncate_log();
+        self.truncate_log().await;
         tracing::debug!(
             files = committed.len(),
             events,
@@ -588,14 +588,21 @@ impl Ingestor {
         )
     }
 
-    fn truncate_log(&self) {
+    /// Deletes the log segments both consumers are past. File deletion and directory syncs can
+    /// take milliseconds on a busy disk, so they run on a blocking thread, not a runtime worker.
+    async fn truncate_log(&self) {
         let through = self
             .inner
             .stats_watermark
             .load(Ordering::Acquire)
             .min(self.inner.lake_watermark.load(Ordering::Acquire));
-        if let Err(error) = self.inner.wal.truncate_through(through) {
-            tracing::warn!(%error, "could not delete consumed write-ahead log segments");
+        let wal = self.inner.wal.clone();
+        match tokio::task::spawn_blocking(move || wal.truncate_through(through)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "could not delete consumed write-ahead log segments")
+            }
+            Err(error) => tracing::warn!(%error, "write-ahead log truncation task failed"),
         }
     }
 

@@ -246,8 +246,12 @@ impl Wal {
             let (_, path) = &pair[0];
             let (next_first, _) = pair[1];
             if next_first.saturating_sub(1) <= through_lsn {
-                fs::remove_file(path)?;
-                deleted += 1;
+                // Two consumers may truncate at once; a segment already gone is fine.
+                match fs::remove_file(path) {
+                    Ok(()) => deleted += 1,
+                    Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(error.into()),
+                }
             }
         }
         if deleted > 0 {
