@@ -17,6 +17,10 @@
 //! all little-endian. Replay stops at the first record whose length or checksum does not hold
 //! (a write torn by a crash) and cuts the segment there. Segments are deleted once every consumer
 //! has committed past their last record.
+//!
+//! The next segment is created and synced ahead of time by a helper thread (`next.wal.spare`),
+//! so rolling over inside the writer is a rename, not a file and a directory fsync that every
+//! request waiting on the group would wait for.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -157,7 +161,15 @@ struct Shared {
     roll_requested: AtomicBool,
     last_lsn: AtomicU64,
     fsyncs: AtomicU64,
+    /// The next segment, created and synced (with its directory) ahead of time by a helper
+    /// thread, so a roll inside the writer is a rename rather than two fsyncs that every waiting
+    /// request would wait for.
+    spare: parking_lot::Mutex<Option<File>>,
 }
+
+/// Name of the pre-created next segment until a roll renames it to its first sequence number.
+/// Replay adopts a spare that holds records (a roll whose rename a power loss took back).
+const SPARE_NAME: &str = "next.wal.spare";
 
 /// What was found in the log when it was opened.
 #[derive(Debug, Default)]
@@ -177,6 +189,7 @@ impl Wal {
                 sync_dir(parent)?;
             }
         }
+        adopt_spare(dir)?;
         let recovered = replay(dir)?;
         // Continue after both the last record and the highest segment name: a segment created
         // after a failed write may be empty, and numbering must never go back below it (the
@@ -192,7 +205,9 @@ impl Wal {
             roll_requested: AtomicBool::new(false),
             last_lsn: AtomicU64::new(next_lsn - 1),
             fsyncs: AtomicU64::new(0),
+            spare: parking_lot::Mutex::new(None),
         });
+        prepare_spare(Arc::clone(&shared));
         // Bounded: when the disk cannot keep up, requests wait here instead of piling up.
         let (sender, receiver) = mpsc::sync_channel::<Request>(16 * 1024);
         let thread_shared = Arc::clone(&shared);
@@ -287,6 +302,71 @@ impl Segment {
     }
 }
 
+/// Starts the segment for `next_lsn`: the spare when one is ready, else a new file synced here.
+fn roll_segment(shared: &Arc<Shared>, next_lsn: u64) -> Result<Segment, WalError> {
+    let spare = shared.spare.lock().take();
+    let segment = match spare {
+        Some(file) => {
+            let target = shared.dir.join(format!("{next_lsn:020}.wal"));
+            match fs::rename(shared.dir.join(SPARE_NAME), &target) {
+                Ok(()) => Segment { file, written: 0 },
+                Err(error) => {
+                    tracing::warn!(%error, "could not use the spare write-ahead log segment");
+                    let _ = fs::remove_file(shared.dir.join(SPARE_NAME));
+                    Segment::create(&shared.dir, next_lsn)?
+                }
+            }
+        }
+        None => Segment::create(&shared.dir, next_lsn)?,
+    };
+    prepare_spare(Arc::clone(shared));
+    Ok(segment)
+}
+
+/// Creates and syncs the next segment on a helper thread. Best effort: without a spare, a roll
+/// creates its segment itself.
+fn prepare_spare(shared: Arc<Shared>) {
+    let spawned = std::thread::Builder::new()
+        .name("wal-spare".to_owned())
+        .spawn(move || {
+            let path = shared.dir.join(SPARE_NAME);
+            let created = OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .open(&path)
+                .and_then(|file| {
+                    file.sync_all()?;
+                    sync_dir(&shared.dir)?;
+                    Ok(file)
+                });
+            match created {
+                Ok(file) => *shared.spare.lock() = Some(file),
+                Err(error) => tracing::debug!(%error, "no spare write-ahead log segment"),
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::debug!(%error, "could not start the spare segment thread");
+    }
+}
+
+/// A spare left by an earlier run becomes a normal segment when a roll had written records into
+/// it (its rename may not have reached the disk), and is removed when it is empty.
+fn adopt_spare(dir: &Path) -> Result<(), WalError> {
+    let path = dir.join(SPARE_NAME);
+    let mut data = Vec::new();
+    match File::open(&path) {
+        Ok(mut file) => file.read_to_end(&mut data)?,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error.into()),
+    };
+    match read_record(&data) {
+        Some((first, _)) => fs::rename(&path, dir.join(format!("{:020}.wal", first.lsn)))?,
+        None => fs::remove_file(&path)?,
+    }
+    sync_dir(dir)?;
+    Ok(())
+}
+
 fn writer_loop(
     receiver: mpsc::Receiver<Request>,
     mut segment: Segment,
@@ -334,7 +414,7 @@ fn writer_loop(
 
         let roll = shared.roll_requested.swap(false, Ordering::AcqRel);
         if (roll && segment.written > 0) || segment.written >= SEGMENT_TARGET_BYTES {
-            match Segment::create(&shared.dir, next_lsn) {
+            match roll_segment(&shared, next_lsn) {
                 Ok(next) => segment = next,
                 Err(error) => tracing::error!(%error, "could not roll the write-ahead log"),
             }
@@ -598,5 +678,43 @@ mod tests {
         let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
         let lsns: Vec<u64> = recovered.records.iter().map(|r| r.lsn).collect();
         assert_eq!(lsns, vec![3]);
+    }
+
+    #[tokio::test]
+    async fn rolls_use_the_spare_and_a_lost_rename_is_adopted_on_replay() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let (sink, _) = collecting_sink();
+            let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+            wal.append(append("a", "{}")).await.expect("append");
+            // Give the helper thread time to prepare the spare, then roll onto it.
+            for _ in 0..100 {
+                if wal.shared.spare.lock().is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            wal.request_roll();
+            wal.append(append("b", "{}")).await.expect("append");
+            wal.append(append("c", "{}")).await.expect("append");
+        }
+        // A power loss could leave the rolled segment under the spare's name.
+        let rolled = dir.path().join(format!("{:020}.wal", 2));
+        assert!(
+            rolled.exists(),
+            "the roll renamed the spare to the first sequence number"
+        );
+        let _ = fs::remove_file(dir.path().join(SPARE_NAME));
+        fs::rename(&rolled, dir.path().join(SPARE_NAME)).expect("undo rename");
+
+        let (sink, _) = collecting_sink();
+        let (wal, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let lsns: Vec<u64> = recovered.records.iter().map(|r| r.lsn).collect();
+        assert_eq!(lsns, vec![1, 2, 3]);
+        assert!(
+            rolled.exists(),
+            "the spare with records became a segment again"
+        );
+        assert_eq!(wal.append(append("d", "{}")).await.expect("append").lsn, 4);
     }
 }
