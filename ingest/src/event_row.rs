@@ -221,6 +221,108 @@ pub fn stats_view(raw: &RawValue) -> (Option<i64>, Option<String>) {
     (time, interview_id)
 }
 
+/// What session statistics read of one event: its timestamp, and the `interviewId` of a
+/// `session` event. Decoded while walking the batch, so each event is scanned once; any JSON
+/// value is accepted (a non-object yields neither).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StatsEvent {
+    pub time: Option<i64>,
+    pub interview_id: Option<String>,
+}
+
+/// A logged batch body as statistics read it.
+#[derive(Debug, Deserialize)]
+pub struct StatsBatch {
+    pub events: Vec<StatsEvent>,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum StatsKey {
+    Type,
+    Timestamp,
+    Data,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for StatsEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EventVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for EventVisitor {
+            type Value = StatsEvent;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<StatsEvent, A::Error> {
+                let mut event = StatsEvent::default();
+                let mut is_session = false;
+                let mut data: Option<&'de RawValue> = None;
+                while let Some(key) = map.next_key::<StatsKey>()? {
+                    match key {
+                        StatsKey::Type => {
+                            let raw: &'de RawValue = map.next_value()?;
+                            is_session = raw.get() == "\"session\"";
+                        }
+                        StatsKey::Timestamp => {
+                            let raw: &'de RawValue = map.next_value()?;
+                            event.time = serde_json::from_str::<i64>(raw.get()).ok();
+                        }
+                        StatsKey::Data => data = Some(map.next_value()?),
+                        StatsKey::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                if is_session {
+                    event.interview_id = data
+                        .and_then(|data| {
+                            serde_json::from_str::<SessionEventData<'_>>(data.get()).ok()
+                        })
+                        .and_then(|session| session.interview_id)
+                        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+                }
+                Ok(event)
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<StatsEvent, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(StatsEvent::default())
+            }
+
+            fn visit_bool<E>(self, _: bool) -> Result<StatsEvent, E> {
+                Ok(StatsEvent::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<StatsEvent, E> {
+                Ok(StatsEvent::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<StatsEvent, E> {
+                Ok(StatsEvent::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<StatsEvent, E> {
+                Ok(StatsEvent::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<StatsEvent, E> {
+                Ok(StatsEvent::default())
+            }
+            fn visit_unit<E>(self) -> Result<StatsEvent, E> {
+                Ok(StatsEvent::default())
+            }
+        }
+
+        deserializer.deserialize_any(EventVisitor)
+    }
+}
+
 /// The plausible time of an event for statistics (see [`EventRow::stats_time`]).
 pub fn plausible_time(event_time: Option<i64>, received_at: i64) -> i64 {
     match event_time {
@@ -303,6 +405,44 @@ mod tests {
         )
         .expect("json");
         assert_eq!(stats_view(&raw), (Some(9), None));
+    }
+
+    #[test]
+    fn the_one_pass_stats_decoder_agrees_with_stats_view() {
+        let body = r#"{"events":[
+            {"type":"session","timestamp":9,"data":{"interviewId":"abc","webdriver":false}},
+            {"data":{"interviewId":"not-a-session"},"timestamp":10,"type":"click"},
+            {"timestamp":"11","type":"x"}, 42, "s", null, [1,{"a":[2]}], {"type":7}
+        ],"other":{"x":1}}"#;
+        let batch: StatsBatch = serde_json::from_str(body).expect("stats batch");
+        let raws = crate::batch::batch_events(body.as_bytes()).expect("batch");
+        assert_eq!(batch.events.len(), raws.len());
+        for (event, raw) in batch.events.iter().zip(raws) {
+            let (time, interview_id) = stats_view(raw);
+            assert_eq!(
+                (event.time, event.interview_id.clone()),
+                (time, interview_id),
+                "{}",
+                raw.get()
+            );
+        }
+        assert_eq!(batch.events[0].interview_id.as_deref(), Some("abc"));
+        assert_eq!(batch.events[1].time, Some(10));
+        // Every event the collector accepted is counted, however deep.
+        let depth = 100_000;
+        for event in [
+            format!("{}{}", "[".repeat(depth), "]".repeat(depth)),
+            format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth)),
+            format!(
+                "{{\"type\":\"session\",\"data\":{}1{}}}",
+                "{\"a\":".repeat(depth),
+                "}".repeat(depth)
+            ),
+        ] {
+            let body = format!("{{\"events\":[{event},1]}}");
+            let batch: StatsBatch = serde_json::from_str(&body).expect("deep event");
+            assert_eq!(batch.events.len(), 2);
+        }
     }
 
     #[test]

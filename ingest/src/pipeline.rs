@@ -726,10 +726,10 @@ fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
     let mut by_session: HashMap<(&SurveyId, &str), SessionDelta> = HashMap::new();
     for record in records {
         // Bodies in the log were validated before they were logged.
-        let Ok(events) = batch::batch_events(&record.body) else {
+        let Ok(batch) = serde_json::from_slice::<event_row::StatsBatch>(&record.body) else {
             continue;
         };
-        if events.is_empty() {
+        if batch.events.is_empty() {
             continue;
         }
         let delta = by_session
@@ -743,8 +743,8 @@ fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
                 first_event_at: i64::MAX,
                 last_event_at: i64::MIN,
             });
-        for raw in events {
-            let (event_time, interview_id) = event_row::stats_view(raw);
+        for event in batch.events {
+            let (event_time, interview_id) = (event.time, event.interview_id);
             let time = event_row::plausible_time(event_time, record.received_at);
             delta.event_count += 1;
             delta.first_event_at = delta.first_event_at.min(time);
