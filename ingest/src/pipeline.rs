@@ -950,6 +950,15 @@ mod tests {
         config
     }
 
+    async fn start(fixture: &Fixture, flush_bytes: usize) -> Result<Ingestor, IngestError> {
+        Ingestor::start(
+            config(fixture, flush_bytes),
+            fixture.catalog.clone(),
+            fixture.lake.clone(),
+        )
+        .await
+    }
+
     fn pointer_batch(start: i32, count: i32) -> Bytes {
         let events: Vec<String> = (start..start + count)
             .map(|i| {
@@ -978,13 +987,7 @@ mod tests {
     #[tokio::test]
     async fn a_backlog_is_flushed_in_bounded_files_sorted_by_session() {
         let fixture = fixture().await;
-        let ingestor = Ingestor::start(
-            config(&fixture, 4096),
-            fixture.catalog.clone(),
-            fixture.lake.clone(),
-        )
-        .await
-        .expect("start");
+        let ingestor = start(&fixture, 4096).await.expect("start");
         // Interleave two sessions so sorting has work to do.
         for round in 0..20 {
             for identifier in ["b-session", "a-session"] {
@@ -1060,13 +1063,7 @@ mod tests {
     async fn an_unflushed_log_replays_exactly_once_after_a_restart() {
         let fixture = fixture().await;
         {
-            let ingestor = Ingestor::start(
-                config(&fixture, 1 << 20),
-                fixture.catalog.clone(),
-                fixture.lake.clone(),
-            )
-            .await
-            .expect("start");
+            let ingestor = start(&fixture, 1 << 20).await.expect("start");
             for round in 0..5 {
                 ingestor
                     .accept(&fixture.tracking_key, "s1", pointer_batch(round * 4, 4))
@@ -1077,13 +1074,7 @@ mod tests {
             ingestor.apply_stats().await.expect("stats");
             // Dropped without shutdown, like a crash: nothing else reaches the catalog or lake.
         }
-        let ingestor = Ingestor::start(
-            config(&fixture, 1 << 20),
-            fixture.catalog.clone(),
-            fixture.lake.clone(),
-        )
-        .await
-        .expect("restart");
+        let ingestor = start(&fixture, 1 << 20).await.expect("restart");
         let summaries = fixture
             .catalog
             .lookup_sessions(&fixture.survey_id, &["s1".to_owned()])
@@ -1096,13 +1087,7 @@ mod tests {
         let rows = read_events(&fixture).await;
         assert_eq!(rows.len(), 20, "replayed into the lake once");
         ingestor.shutdown().await.expect("shutdown");
-        let restarted = Ingestor::start(
-            config(&fixture, 1 << 20),
-            fixture.catalog.clone(),
-            fixture.lake.clone(),
-        )
-        .await
-        .expect("third start");
+        let restarted = start(&fixture, 1 << 20).await.expect("third start");
         restarted.shutdown().await.expect("shutdown");
         assert_eq!(read_events(&fixture).await.len(), 20, "no second replay");
     }
