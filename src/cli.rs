@@ -69,6 +69,39 @@ pub enum Command {
     /// Manage integration keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Run a scoring run from the shell and show its progress.
+    ///
+    /// Scores what the lake and the catalog hold. Events a running server acknowledged in the
+    /// last flush interval (10 s by default) may not be in the lake yet; a run started through
+    /// the API flushes them first.
+    Score {
+        /// The survey's id (24 hex characters).
+        #[arg(long = "survey", value_name = "SURVEY_ID")]
+        survey: String,
+        /// Re-score sessions that already have a score.
+        #[arg(long)]
+        force: bool,
+        /// Print the finished run as JSON instead of a summary.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        scoring: ScoringArgs,
+    },
+    /// Run SQL over the lake's `events`, `features` and `scores` tables (DataFusion).
+    Sql {
+        /// The query, e.g. "SELECT score_band, count(*) FROM scores GROUP BY 1".
+        query: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
+        format: SqlFormat,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SqlFormat {
+    Table,
+    Csv,
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -105,6 +138,33 @@ pub struct ServeArgs {
     /// Integration API requests per key per rolling minute.
     #[arg(long, env = "TELLTALE_API_RATE_PER_MINUTE", default_value_t = 120)]
     pub api_rate_per_minute: u32,
+
+    #[command(flatten)]
+    pub scoring: ScoringArgs,
+}
+
+/// How scoring runs work; shared by `serve` and `score`.
+#[derive(Debug, Clone, Args)]
+pub struct ScoringArgs {
+    /// A model file to score with instead of the built-in one (see scorer/models/).
+    #[arg(long, env = "TELLTALE_MODEL")]
+    pub model: Option<PathBuf>,
+
+    /// Sessions scored and published per step of a run; counters move after each step.
+    #[arg(long, env = "TELLTALE_SCORING_CHUNK_SESSIONS", default_value_t = 5_000)]
+    pub scoring_chunk_sessions: usize,
+
+    /// Most events a run holds in memory at once; larger surveys are read in several passes.
+    #[arg(
+        long,
+        env = "TELLTALE_SCORING_MAX_EVENTS_PER_PASS",
+        default_value_t = 8_000_000
+    )]
+    pub scoring_max_events_per_pass: u64,
+
+    /// Milliseconds to pause between steps of a run (throttles runs on a busy instance).
+    #[arg(long, env = "TELLTALE_SCORING_PAUSE_MS", default_value_t = 0)]
+    pub scoring_pause_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,10 +4,12 @@
 //! - `cli`: flags and subcommands (clap), each with an environment-variable fallback.
 //! - `server`: `telltale serve`: start-up, first-run bootstrap, graceful shutdown.
 //! - `admin`: `org` and `key` subcommands against the catalog.
+//! - `analysis`: `score` and `sql` subcommands, and the scorer set-up `serve` shares.
 //! - `http`: router, handlers and the JSON error type.
 //! - `rate_limit`: in-process rate limiters.
 
 pub mod admin;
+pub mod analysis;
 pub mod cli;
 pub mod http;
 pub mod rate_limit;
@@ -33,6 +35,15 @@ pub fn run() -> anyhow::Result<()> {
             cli::Command::Serve(args) => server::serve(&cli.storage, &args).await,
             cli::Command::Org(command) => admin::org(&cli.storage, command).await,
             cli::Command::Key(command) => admin::key(&cli.storage, command).await,
+            cli::Command::Score {
+                survey,
+                force,
+                json,
+                scoring,
+            } => analysis::score(&cli.storage, &survey, force, json, &scoring).await,
+            cli::Command::Sql { query, format } => {
+                analysis::sql(&cli.storage, &query, format).await
+            }
         }
     })
 }

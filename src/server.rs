@@ -11,6 +11,9 @@ use ingest::{IngestConfig, Ingestor};
 use crate::cli::{ServeArgs, StorageArgs};
 use crate::http::{self, AppState, Limits};
 
+/// How often an instance looks for scoring runs that lost their worker.
+const RUN_JANITOR_PERIOD: Duration = Duration::from_secs(10);
+
 /// How long in-flight requests may take to finish after SIGTERM/SIGINT.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -24,15 +27,27 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     bootstrap(catalog.as_ref()).await?;
 
     let lake = ingest::lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
-    let mut config = IngestConfig::new(instance_id(storage)?, storage.data_dir.join("wal"));
+    let instance = instance_id(storage)?;
+    let mut config = IngestConfig::new(instance.clone(), storage.data_dir.join("wal"));
     config.flush_interval = Duration::from_millis(args.flush_interval_ms.max(100));
     config.flush_bytes = args.flush_bytes.max(64 * 1024);
     config.max_buffered_bytes = config
         .max_buffered_bytes
         .max(config.flush_bytes.saturating_mul(4));
-    let ingestor = Ingestor::start(config, catalog.clone(), lake)
+    let ingestor = Ingestor::start(config, catalog.clone(), lake.clone())
         .await
         .context("starting the ingest pipeline")?;
+    let scorer = crate::analysis::build_scorer(
+        catalog.clone(),
+        lake,
+        &args.scoring,
+        Some(ingestor.clone()),
+        instance,
+    )?;
+    let scoring = scorer::ScoringService::new(scorer);
+    // Resumes this instance's runs a crash interrupted at once, and later any run whose worker
+    // stopped renewing its lease.
+    let janitor = scoring.spawn_janitor(RUN_JANITOR_PERIOD);
 
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
@@ -48,7 +63,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         collector_identifier_rate: args.collector_identifier_rate,
         trust_forwarded_for: args.trust_forwarded_for,
     };
-    let state = AppState::new(catalog, ingestor.clone(), &public_url, &limits);
+    let state = AppState::new(catalog, ingestor.clone(), scoring, &public_url, &limits);
     let app = http::app(state).into_make_service_with_connect_info::<SocketAddr>();
 
     println!("telltale listening on http://{local}");
@@ -75,6 +90,9 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         } => tracing::warn!("connections still open after the grace period; closing them"),
     }
 
+    // Runs in progress stay `running` with this instance as owner: the next start resumes
+    // them (or another instance once the lease expires).
+    janitor.abort();
     tracing::info!("shutting down: flushing buffered events");
     let report = ingestor.shutdown().await.context("final flush")?;
     tracing::info!(

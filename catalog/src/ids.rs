@@ -62,6 +62,10 @@ hex24_id!(
     /// An organization (a tenant: one integrating survey platform).
     OrganizationId
 );
+hex24_id!(
+    /// A scoring run (`runId`).
+    RunId
+);
 
 #[cfg(test)]
 mod tests {

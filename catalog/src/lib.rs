@@ -19,7 +19,7 @@ pub mod sqlite;
 
 use async_trait::async_trait;
 
-pub use ids::{OrganizationId, SurveyId, TrackingKey};
+pub use ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 pub use keys::{IntegrationKeySecret, KeyPrefix, Scope};
 pub use model::*;
 pub use sqlite::SqliteCatalog;
@@ -93,6 +93,9 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
 
     async fn survey(&self, organization: &OrganizationId, id: &SurveyId) -> Result<Option<Survey>>;
 
+    /// A survey by id, whatever its organization (for the operator's command line).
+    async fn survey_by_id(&self, id: &SurveyId) -> Result<Option<Survey>>;
+
     async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>>;
 
     // --- write-ahead log consumers ---
@@ -140,6 +143,74 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Tombstones with an id above `after`, oldest first.
     async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>>;
+
+    // --- scoring ---
+
+    /// Starts a run unless one is active for the survey. Returns the new run and `true`, or the
+    /// active run and `false`. The catalog enforces one active run per survey, so concurrent
+    /// starts (on any number of instances) create one run.
+    async fn start_scoring_run(&self, survey: &SurveyId, force: bool)
+    -> Result<(ScoringRun, bool)>;
+
+    async fn scoring_run(&self, survey: &SurveyId, id: &RunId) -> Result<Option<ScoringRun>>;
+
+    /// Records a cancel request on a running run (the first request wins); a run that is no
+    /// longer running is returned unchanged. `None` when the run does not exist for the survey.
+    async fn request_run_cancel(
+        &self,
+        survey: &SurveyId,
+        id: &RunId,
+        requested_by: &str,
+    ) -> Result<Option<ScoringRun>>;
+
+    /// Running runs that `owner` may take: unowned, its own, or with an expired lease.
+    async fn claimable_scoring_runs(&self, owner: &str) -> Result<Vec<ScoringRun>>;
+
+    /// Takes a running run for `owner` for `lease_ms`, if it is claimable. A worker calls this
+    /// before it starts working on a run.
+    async fn claim_scoring_run(
+        &self,
+        id: &RunId,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<Option<ScoringRun>>;
+
+    /// Stores a run's counters and renews the lease, fenced by `owner`.
+    async fn report_run_progress(
+        &self,
+        id: &RunId,
+        owner: &str,
+        lease_ms: i64,
+        progress: &RunProgress,
+    ) -> Result<RunControl>;
+
+    /// Ends a run with its final counters, fenced by `owner`. Returns false when the worker had
+    /// lost the run (nothing is written then).
+    async fn finish_scoring_run(
+        &self,
+        id: &RunId,
+        owner: &str,
+        progress: &RunProgress,
+        outcome: &RunOutcome,
+    ) -> Result<bool>;
+
+    /// Every browser session of a survey, with the reference it is linked to.
+    async fn survey_sessions(&self, survey: &SurveyId) -> Result<Vec<SessionIdentity>>;
+
+    /// Every reference of the survey that has a score, with the run that wrote it.
+    async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>>;
+
+    /// Records scores as the latest of their sessions and makes the run's lake files live, in
+    /// one transaction, fenced by the run's owner. Returns false (and writes nothing) when the
+    /// worker had lost the run.
+    async fn record_scores(
+        &self,
+        survey: &SurveyId,
+        run: &RunId,
+        owner: &str,
+        scores: &[NewScore],
+        files: &[NewLakeFile],
+    ) -> Result<bool>;
 }
 
 /// Opens the catalog a URL names: `sqlite://PATH` (created when missing).

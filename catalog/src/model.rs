@@ -1,6 +1,6 @@
 //! Records stored in and returned by the catalog.
 
-use crate::ids::{OrganizationId, SurveyId, TrackingKey};
+use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,4 +154,126 @@ pub struct Tombstone {
     pub survey_id: SurveyId,
     pub reference: String,
     pub created_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Failed,
+    Canceled,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Canceled => "canceled",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value {
+            "running" => Some(RunStatus::Running),
+            "completed" => Some(RunStatus::Completed),
+            "failed" => Some(RunStatus::Failed),
+            "canceled" => Some(RunStatus::Canceled),
+            _ => None,
+        }
+    }
+}
+
+/// One session a run could not score; the run still completes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoringFailure {
+    /// The session's external reference.
+    pub session_id: String,
+    pub code: Option<String>,
+    pub message: String,
+}
+
+/// A scoring run as the catalog holds it. Times are Unix milliseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoringRun {
+    pub id: RunId,
+    pub survey_id: SurveyId,
+    pub force: bool,
+    pub status: RunStatus,
+    pub total: u64,
+    pub scored: u64,
+    pub skipped: u64,
+    pub failed: u64,
+    pub failures: Vec<ScoringFailure>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub started_at: i64,
+    pub completed_at: Option<i64>,
+    pub updated_at: Option<i64>,
+    pub cancel_requested_at: Option<i64>,
+    pub cancel_requested_by: Option<String>,
+    pub canceled_at: Option<i64>,
+    pub canceled_by: Option<String>,
+    /// The worker holding the run, and until when its lease lasts.
+    pub owner: Option<String>,
+    pub lease_until: Option<i64>,
+}
+
+/// Counters a worker reports while a run progresses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunProgress {
+    pub total: u64,
+    pub scored: u64,
+    pub skipped: u64,
+    pub failed: u64,
+    pub failures: Vec<ScoringFailure>,
+}
+
+/// How a worker ends a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    Completed,
+    Failed {
+        error: String,
+    },
+    /// Stopped after a cancel request; `canceledBy` is whoever asked.
+    Canceled,
+}
+
+/// What a worker learns when it reports progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunControl {
+    Continue,
+    /// A cancel was requested: stop and end the run as canceled.
+    CancelRequested,
+    /// Another worker holds the run now, or it is no longer running: stop without writing.
+    LeaseLost,
+}
+
+/// A browser session (identifier) of a survey and the reference it is linked to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionIdentity {
+    pub identifier: String,
+    pub reference: Option<String>,
+    pub event_count: u64,
+}
+
+/// A reference that has a score, and the run that wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoredReference {
+    pub reference: String,
+    pub run_id: String,
+}
+
+/// A score to record as the latest of its session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewScore {
+    pub reference: String,
+    pub human_score_percent: f64,
+    pub score_band: String,
+    pub scored_at: i64,
+    pub model_version: String,
+    pub run_id: RunId,
 }

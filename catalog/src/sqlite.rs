@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, SqlitePool};
 
-use crate::ids::{OrganizationId, SurveyId, TrackingKey};
+use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
 use crate::model::*;
 use crate::{Catalog, Error, Result, now_millis};
@@ -75,6 +75,83 @@ fn survey_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Survey> {
 
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+async fn insert_lake_file(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    file: &NewLakeFile,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO lake_files (path, kind, survey_id, partition_date, row_count,
+                                 size_bytes, min_session, max_session, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&file.path)
+    .bind(file.kind.as_str())
+    .bind(file.survey_id.as_str())
+    .bind(&file.partition_date)
+    .bind(to_i64(file.row_count))
+    .bind(to_i64(file.size_bytes))
+    .bind(&file.min_session)
+    .bind(&file.max_session)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+const RUN_COLUMNS: &str = "id, survey_id, force, status, total, scored, skipped, failed, failures,
+    error, created_at, started_at, completed_at, updated_at, cancel_requested_at,
+    cancel_requested_by, canceled_at, canceled_by, owner, lease_until";
+
+fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ScoringRun> {
+    let status: String = row.try_get("status")?;
+    let failures: String = row.try_get("failures")?;
+    let count = |name: &str| -> Result<u64> {
+        let value: i64 = row.try_get(name)?;
+        Ok(value.max(0) as u64)
+    };
+    Ok(ScoringRun {
+        id: RunId::from_stored(row.try_get("id")?),
+        survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
+        force: row.try_get("force")?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| Error::Corrupt(format!("run status {status:?}")))?,
+        total: count("total")?,
+        scored: count("scored")?,
+        skipped: count("skipped")?,
+        failed: count("failed")?,
+        failures: serde_json::from_str(&failures)
+            .map_err(|error| Error::Corrupt(format!("run failures: {error}")))?,
+        error: row.try_get("error")?,
+        created_at: row.try_get("created_at")?,
+        started_at: row.try_get("started_at")?,
+        completed_at: row.try_get("completed_at")?,
+        updated_at: row.try_get("updated_at")?,
+        cancel_requested_at: row.try_get("cancel_requested_at")?,
+        cancel_requested_by: row.try_get("cancel_requested_by")?,
+        canceled_at: row.try_get("canceled_at")?,
+        canceled_by: row.try_get("canceled_by")?,
+        owner: row.try_get("owner")?,
+        lease_until: row.try_get("lease_until")?,
+    })
+}
+
+fn failures_json(failures: &[ScoringFailure]) -> Result<String> {
+    serde_json::to_string(failures).map_err(|error| Error::Corrupt(error.to_string()))
+}
+
+impl SqliteCatalog {
+    async fn run_by_id(&self, id: &RunId) -> Result<Option<ScoringRun>> {
+        let row = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE id = ?"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(run_from_row).transpose()
+    }
 }
 
 async fn set_watermark(
@@ -278,6 +355,18 @@ impl Catalog for SqliteCatalog {
         row.as_ref().map(survey_from_row).transpose()
     }
 
+    async fn survey_by_id(&self, id: &SurveyId) -> Result<Option<Survey>> {
+        let row = sqlx::query(
+            "SELECT id, organization_id, external_survey_id, name, tracking_key, created_at,
+                    updated_at
+             FROM surveys WHERE id = ?",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(survey_from_row).transpose()
+    }
+
     async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>> {
         let id: Option<String> =
             sqlx::query_scalar("SELECT id FROM surveys WHERE tracking_key = ?")
@@ -349,22 +438,7 @@ impl Catalog for SqliteCatalog {
         let now = now_millis();
         let mut tx = self.pool.begin().await?;
         for file in files {
-            sqlx::query(
-                "INSERT INTO lake_files (path, kind, survey_id, partition_date, row_count,
-                                         size_bytes, min_session, max_session, created_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&file.path)
-            .bind(file.kind.as_str())
-            .bind(file.survey_id.as_str())
-            .bind(&file.partition_date)
-            .bind(to_i64(file.row_count))
-            .bind(to_i64(file.size_bytes))
-            .bind(&file.min_session)
-            .bind(&file.max_session)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            insert_lake_file(&mut tx, file, now).await?;
         }
         set_watermark(&mut tx, instance, WalConsumer::Lake, through_lsn).await?;
         tx.commit().await?;
@@ -507,6 +581,285 @@ impl Catalog for SqliteCatalog {
                 })
             })
             .collect()
+    }
+    async fn start_scoring_run(
+        &self,
+        survey: &SurveyId,
+        force: bool,
+    ) -> Result<(ScoringRun, bool)> {
+        // The partial unique index admits one `running` row per survey. A start that loses the
+        // race inserts nothing and returns the winner; if that run ends in between, try again.
+        for _ in 0..10 {
+            let id = RunId::generate();
+            let now = now_millis();
+            let inserted = sqlx::query(
+                "INSERT OR IGNORE INTO scoring_runs
+                     (id, survey_id, force, status, created_at, started_at, updated_at)
+                 VALUES (?, ?, ?, 'running', ?, ?, ?)",
+            )
+            .bind(id.as_str())
+            .bind(survey.as_str())
+            .bind(force)
+            .bind(now)
+            .bind(now)
+            .bind(now)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+            if inserted == 1 {
+                let run = self
+                    .run_by_id(&id)
+                    .await?
+                    .ok_or_else(|| Error::Corrupt(format!("run {id} vanished")))?;
+                return Ok((run, true));
+            }
+            let active = sqlx::query(&format!(
+                "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE survey_id = ? AND status = 'running'"
+            ))
+            .bind(survey.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(row) = active {
+                return Ok((run_from_row(&row)?, false));
+            }
+        }
+        Err(Error::Corrupt(
+            "could not start a run: the active run kept changing".to_owned(),
+        ))
+    }
+
+    async fn scoring_run(&self, survey: &SurveyId, id: &RunId) -> Result<Option<ScoringRun>> {
+        Ok(self
+            .run_by_id(id)
+            .await?
+            .filter(|run| &run.survey_id == survey))
+    }
+
+    async fn request_run_cancel(
+        &self,
+        survey: &SurveyId,
+        id: &RunId,
+        requested_by: &str,
+    ) -> Result<Option<ScoringRun>> {
+        let now = now_millis();
+        sqlx::query(
+            "UPDATE scoring_runs SET cancel_requested_at = ?, cancel_requested_by = ?,
+                                     updated_at = ?
+             WHERE id = ? AND survey_id = ? AND status = 'running'
+               AND cancel_requested_at IS NULL",
+        )
+        .bind(now)
+        .bind(requested_by)
+        .bind(now)
+        .bind(id.as_str())
+        .bind(survey.as_str())
+        .execute(&self.pool)
+        .await?;
+        self.scoring_run(survey, id).await
+    }
+
+    async fn claimable_scoring_runs(&self, owner: &str) -> Result<Vec<ScoringRun>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM scoring_runs
+             WHERE status = 'running'
+               AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)
+             ORDER BY created_at"
+        ))
+        .bind(owner)
+        .bind(now_millis())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn claim_scoring_run(
+        &self,
+        id: &RunId,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<Option<ScoringRun>> {
+        let now = now_millis();
+        let claimed = sqlx::query(
+            "UPDATE scoring_runs SET owner = ?, lease_until = ?
+             WHERE id = ? AND status = 'running'
+               AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)",
+        )
+        .bind(owner)
+        .bind(now.saturating_add(lease_ms))
+        .bind(id.as_str())
+        .bind(owner)
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if claimed == 0 {
+            return Ok(None);
+        }
+        self.run_by_id(id).await
+    }
+
+    async fn report_run_progress(
+        &self,
+        id: &RunId,
+        owner: &str,
+        lease_ms: i64,
+        progress: &RunProgress,
+    ) -> Result<RunControl> {
+        let now = now_millis();
+        let cancel_requested: Option<Option<i64>> = sqlx::query_scalar(
+            "UPDATE scoring_runs SET total = ?, scored = ?, skipped = ?, failed = ?, failures = ?,
+                                     updated_at = ?, lease_until = ?
+             WHERE id = ? AND owner = ? AND status = 'running'
+             RETURNING cancel_requested_at",
+        )
+        .bind(to_i64(progress.total))
+        .bind(to_i64(progress.scored))
+        .bind(to_i64(progress.skipped))
+        .bind(to_i64(progress.failed))
+        .bind(failures_json(&progress.failures)?)
+        .bind(now)
+        .bind(now.saturating_add(lease_ms))
+        .bind(id.as_str())
+        .bind(owner)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match cancel_requested {
+            None => RunControl::LeaseLost,
+            Some(Some(_)) => RunControl::CancelRequested,
+            Some(None) => RunControl::Continue,
+        })
+    }
+
+    async fn finish_scoring_run(
+        &self,
+        id: &RunId,
+        owner: &str,
+        progress: &RunProgress,
+        outcome: &RunOutcome,
+    ) -> Result<bool> {
+        let now = now_millis();
+        let (status, error) = match outcome {
+            RunOutcome::Completed => (RunStatus::Completed, None),
+            RunOutcome::Failed { error } => (RunStatus::Failed, Some(error.as_str())),
+            RunOutcome::Canceled => (RunStatus::Canceled, None),
+        };
+        let canceled = matches!(outcome, RunOutcome::Canceled);
+        let finished = sqlx::query(
+            "UPDATE scoring_runs SET status = ?, total = ?, scored = ?, skipped = ?, failed = ?,
+                                     failures = ?, error = ?, updated_at = ?,
+                                     completed_at = CASE WHEN ? THEN NULL ELSE ? END,
+                                     canceled_at = CASE WHEN ? THEN ? ELSE NULL END,
+                                     canceled_by = CASE WHEN ? THEN cancel_requested_by
+                                                        ELSE NULL END,
+                                     owner = NULL, lease_until = NULL
+             WHERE id = ? AND owner = ? AND status = 'running'",
+        )
+        .bind(status.as_str())
+        .bind(to_i64(progress.total))
+        .bind(to_i64(progress.scored))
+        .bind(to_i64(progress.skipped))
+        .bind(to_i64(progress.failed))
+        .bind(failures_json(&progress.failures)?)
+        .bind(error)
+        .bind(now)
+        .bind(canceled)
+        .bind(now)
+        .bind(canceled)
+        .bind(now)
+        .bind(canceled)
+        .bind(id.as_str())
+        .bind(owner)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(finished == 1)
+    }
+
+    async fn survey_sessions(&self, survey: &SurveyId) -> Result<Vec<SessionIdentity>> {
+        let rows = sqlx::query(
+            "SELECT identifier, reference, event_count FROM sessions WHERE survey_id = ?",
+        )
+        .bind(survey.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let event_count: i64 = row.try_get("event_count")?;
+                Ok(SessionIdentity {
+                    identifier: row.try_get("identifier")?,
+                    reference: row.try_get("reference")?,
+                    event_count: event_count.max(0) as u64,
+                })
+            })
+            .collect()
+    }
+
+    async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>> {
+        let rows = sqlx::query("SELECT reference, run_id FROM session_scores WHERE survey_id = ?")
+            .bind(survey.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ScoredReference {
+                    reference: row.try_get("reference")?,
+                    run_id: row.try_get("run_id")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn record_scores(
+        &self,
+        survey: &SurveyId,
+        run: &RunId,
+        owner: &str,
+        scores: &[NewScore],
+        files: &[NewLakeFile],
+    ) -> Result<bool> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        // The fence: only the run's current owner may publish, so a worker that stalled past
+        // its lease cannot overwrite what its successor wrote.
+        let owned: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM scoring_runs WHERE id = ? AND owner = ? AND status = 'running'",
+        )
+        .bind(run.as_str())
+        .bind(owner)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if owned.is_none() {
+            return Ok(false);
+        }
+        for chunk in scores.chunks(MAX_ROWS_PER_STATEMENT / 7) {
+            let mut insert = QueryBuilder::new(
+                "INSERT INTO session_scores (survey_id, reference, human_score_percent, score_band,
+                                             scored_at, model_version, run_id) ",
+            );
+            insert.push_values(chunk, |mut row, score| {
+                row.push_bind(survey.as_str())
+                    .push_bind(&score.reference)
+                    .push_bind(score.human_score_percent)
+                    .push_bind(&score.score_band)
+                    .push_bind(score.scored_at)
+                    .push_bind(&score.model_version)
+                    .push_bind(score.run_id.as_str());
+            });
+            insert.push(
+                " ON CONFLICT (survey_id, reference) DO UPDATE SET
+                     human_score_percent = excluded.human_score_percent,
+                     score_band = excluded.score_band,
+                     scored_at = excluded.scored_at,
+                     model_version = excluded.model_version,
+                     run_id = excluded.run_id",
+            );
+            insert.build().execute(&mut *tx).await?;
+        }
+        for file in files {
+            insert_lake_file(&mut tx, file, now).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
     }
 }
 

@@ -579,6 +579,27 @@ impl Ingestor {
         }
     }
 
+    /// Makes every batch acknowledged before this call visible to readers: in the lake's live
+    /// files and in the session statistics. Batches acknowledged meanwhile may be included too.
+    /// A scoring run calls this first, so it scores everything acknowledged before it started.
+    pub async fn make_visible(&self) -> Result<(), IngestError> {
+        let target = self.inner.wal.last_lsn();
+        while self.inner.lake_watermark.load(Ordering::Acquire) < target {
+            let report = self.flush().await?;
+            if report.through_lsn == 0 {
+                // Nothing was pending: every record up to `target` was empty or dropped.
+                break;
+            }
+        }
+        while self.inner.stats_watermark.load(Ordering::Acquire) < target {
+            if self.apply_stats().await? == 0 && self.inner.stats_pending.lock().records.is_empty()
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The log's sequence number of the last durable batch, and each consumer's watermark.
     pub fn positions(&self) -> (u64, u64, u64) {
         (

@@ -1,4 +1,25 @@
-//! The batch scorer: per-session features and the human-likeness model.
+//! The batch scorer: per-session behavioural features, the human-likeness model, and scoring
+//! runs that read a survey's events from the lake and publish features and scores.
 //!
-//! Not built yet: the scoring-runs issue fills this crate. It will read events through
-//! `query` (DataFusion) and compute with rayon, never on the async runtime's workers.
+//! - [`trace`]: a session's events in compact form, and the browser environment it reported.
+//! - [`features`]: pointer kinematics, key timing, text input, scrolling, focus and
+//!   environment tells, computed per session.
+//! - [`model`]: the versioned, explainable model file and the bands.
+//! - [`scan`]: DataFusion over a survey's live `events` files, grouped into traces.
+//! - [`synthetic`]: generated human-like and automation-like sessions for tests and benchmarks.
+//! - [`tables`]: the lake's `features` and `scores` tables.
+//! - [`run`]: run execution (leases, resume, cancel, progress) and the background service.
+//!
+//! Features run on rayon's pool, never on the async runtime's workers.
+
+pub mod features;
+pub mod model;
+pub mod run;
+pub mod scan;
+pub mod synthetic;
+pub mod tables;
+pub mod trace;
+
+pub use features::Features;
+pub use model::{Model, Score};
+pub use run::{RunEnd, Scorer, ScoringService, ScoringSettings};

@@ -4,6 +4,7 @@
 //! - `collector`: `POST /event/{key}/{identifier}` for browsers (no authentication, CORS open).
 //! - `integrations`: `/integrations/v1/...` for integrators' servers (bearer keys, scopes,
 //!   rate limit).
+//! - `scoring`: scoring runs (start, poll, cancel).
 //! - `status`: availability.
 //! - `openapi`: the OpenAPI 3.1 document, generated from the handlers.
 //! - `auth`: bearer authentication and the per-key rate limit.
@@ -14,6 +15,7 @@ pub mod collector;
 pub mod error;
 pub mod integrations;
 pub mod openapi;
+pub mod scoring;
 pub mod status;
 
 use std::net::IpAddr;
@@ -53,6 +55,7 @@ pub struct AppState(Arc<StateInner>);
 pub struct StateInner {
     pub catalog: Arc<dyn Catalog>,
     pub ingestor: Ingestor,
+    pub scoring: scorer::ScoringService,
     /// Base URL without a trailing slash, for addresses handed to integrators.
     pub public_url: String,
     pub api_limiter: SlidingWindow,
@@ -73,6 +76,7 @@ impl AppState {
     pub fn new(
         catalog: Arc<dyn Catalog>,
         ingestor: Ingestor,
+        scoring: scorer::ScoringService,
         public_url: &str,
         limits: &Limits,
     ) -> Self {
@@ -80,6 +84,7 @@ impl AppState {
         AppState(Arc::new(StateInner {
             catalog,
             ingestor,
+            scoring,
             public_url: public_url.trim_end_matches('/').to_owned(),
             api_limiter: SlidingWindow::new(
                 limits.api_requests_per_minute,
@@ -99,6 +104,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(collector::routes())
         .merge(integrations::routes())
+        .merge(scoring::routes())
         .merge(status::routes())
         .merge(openapi::routes())
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()) })

@@ -1,0 +1,261 @@
+//! The scoring model: a versioned JSON file of weighted feature transforms.
+//!
+//! The score is `100 · sigmoid(bias + Σ weight · transform(feature))`. Each term is a
+//! contribution a person can read ("`webdriver` -5.0"); the largest contributions are the
+//! reasons given with a score. A feature that was not measured contributes nothing.
+
+use serde::{Deserialize, Serialize};
+
+use crate::features::Features;
+
+/// The model shipped with the binary; `modelVersion` is its `version`.
+pub const DEFAULT_MODEL_JSON: &str = include_str!("../models/telltale-v1.json");
+
+/// How many reasons a score carries.
+pub const REASONS_PER_SCORE: usize = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("model file is not valid: {0}")]
+    Parse(#[from] serde_json::Error),
+    #[error("model names an unknown feature {0:?}")]
+    UnknownFeature(String),
+    #[error("model bands must satisfy 0 <= review_from <= human_from <= 100")]
+    Bands,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// Names the exact model file: reported as `modelVersion` with every score.
+    pub version: String,
+    pub description: String,
+    pub bias: f64,
+    pub bands: Bands,
+    pub terms: Vec<Term>,
+}
+
+/// Score thresholds of the bands (DESIGN.md: below 30, 30 to below 70, from 70).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bands {
+    pub review_from: f64,
+    pub human_from: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Term {
+    pub feature: String,
+    pub weight: f64,
+    pub transform: Transform,
+}
+
+/// Maps a feature's value to a bounded signal before it is weighted.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Transform {
+    /// The value itself, for 0/1 features.
+    Indicator,
+    /// How far the value is above `from`, in units of `scale`, between 0 and `max`.
+    Above { from: f64, scale: f64, max: f64 },
+    /// How far the value is below `from`, in units of `scale`, between 0 and `max`.
+    Below { from: f64, scale: f64, max: f64 },
+    /// 1 inside `[low, high]`, else 0.
+    Within { low: f64, high: f64 },
+    /// `log10(1 + value)` divided by `scale`, at most `max`.
+    Log { scale: f64, max: f64 },
+}
+
+impl Transform {
+    fn apply(self, value: f64) -> f64 {
+        match self {
+            Transform::Indicator => value.clamp(0.0, 1.0),
+            Transform::Above { from, scale, max } => ((value - from) / scale).clamp(0.0, max),
+            Transform::Below { from, scale, max } => ((from - value) / scale).clamp(0.0, max),
+            Transform::Within { low, high } => {
+                if (low..=high).contains(&value) {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+            Transform::Log { scale, max } => ((1.0 + value.max(0.0)).log10() / scale).min(max),
+        }
+    }
+}
+
+/// One feature's part in a score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contribution {
+    pub feature: &'static str,
+    pub value: f64,
+    pub effect: f64,
+}
+
+impl Contribution {
+    /// `feature=value (effect)`, e.g. `webdriver=1 (-5.00)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}={} ({:+.2})",
+            self.feature,
+            trim(self.value),
+            self.effect
+        )
+    }
+}
+
+fn trim(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Score {
+    pub human_score_percent: f64,
+    pub band: &'static str,
+    /// The largest contributions by magnitude, most important first.
+    pub reasons: Vec<Contribution>,
+}
+
+pub const BAND_AUTOMATION: &str = "automation-like";
+pub const BAND_REVIEW: &str = "review";
+pub const BAND_HUMAN: &str = "human-like";
+
+impl Model {
+    pub fn default_model() -> Result<Model, ModelError> {
+        Model::from_json(DEFAULT_MODEL_JSON)
+    }
+
+    /// Parses and checks a model file.
+    pub fn from_json(json: &str) -> Result<Model, ModelError> {
+        let model: Model = serde_json::from_str(json)?;
+        for term in &model.terms {
+            if !Features::NAMES.contains(&term.feature.as_str()) {
+                return Err(ModelError::UnknownFeature(term.feature.clone()));
+            }
+        }
+        let Bands {
+            review_from,
+            human_from,
+        } = model.bands;
+        if !(0.0..=100.0).contains(&review_from)
+            || !(0.0..=100.0).contains(&human_from)
+            || review_from > human_from
+        {
+            return Err(ModelError::Bands);
+        }
+        Ok(model)
+    }
+
+    pub fn band(&self, percent: f64) -> &'static str {
+        if percent < self.bands.review_from {
+            BAND_AUTOMATION
+        } else if percent < self.bands.human_from {
+            BAND_REVIEW
+        } else {
+            BAND_HUMAN
+        }
+    }
+
+    pub fn score(&self, features: &Features) -> Score {
+        let mut z = self.bias;
+        let mut contributions = Vec::with_capacity(self.terms.len());
+        for term in &self.terms {
+            let Some(value) = features.get(&term.feature) else {
+                continue;
+            };
+            if !value.is_finite() {
+                continue;
+            }
+            let effect = term.weight * term.transform.apply(value);
+            if effect != 0.0 {
+                z += effect;
+                let feature = Features::NAMES
+                    .iter()
+                    .copied()
+                    .find(|name| *name == term.feature)
+                    .unwrap_or("unknown");
+                contributions.push(Contribution {
+                    feature,
+                    value,
+                    effect,
+                });
+            }
+        }
+        contributions.sort_by(|a, b| b.effect.abs().total_cmp(&a.effect.abs()));
+        contributions.truncate(REASONS_PER_SCORE);
+        // Two decimals: the score is read by people and compared against band thresholds.
+        let percent = (100.0 / (1.0 + (-z).exp()) * 100.0).round() / 100.0;
+        Score {
+            human_score_percent: percent,
+            band: self.band(percent),
+            reasons: contributions,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_model_loads_and_uses_the_documented_bands() {
+        let model = Model::default_model().expect("built-in model");
+        assert_eq!(model.version, "telltale-v1");
+        assert_eq!(model.band(29.99), BAND_AUTOMATION);
+        assert_eq!(model.band(30.0), BAND_REVIEW);
+        assert_eq!(model.band(69.99), BAND_REVIEW);
+        assert_eq!(model.band(70.0), BAND_HUMAN);
+    }
+
+    #[test]
+    fn no_evidence_scores_the_middle_of_review() {
+        let model = Model::default_model().expect("model");
+        let score = model.score(&Features::unmeasured());
+        assert_eq!(score.human_score_percent, 50.0);
+        assert_eq!(score.band, BAND_REVIEW);
+        assert!(score.reasons.is_empty());
+    }
+
+    #[test]
+    fn contributions_add_up_and_rank_by_size() {
+        let model = Model::from_json(
+            r#"{"version":"t","description":"","bias":0.5,
+                "bands":{"review_from":30,"human_from":70},
+                "terms":[
+                  {"feature":"webdriver","weight":-4,"transform":{"kind":"indicator"}},
+                  {"feature":"pauses","weight":1,"transform":{"kind":"above","from":0,"scale":2,"max":1}}
+                ]}"#,
+        )
+        .expect("model");
+        let mut features = Features::unmeasured();
+        features.webdriver = 1.0;
+        features.pauses = 1.0;
+        let score = model.score(&features);
+        let z: f64 = 0.5 - 4.0 + 0.5;
+        let expected = (100.0 / (1.0 + (-z).exp()) * 100.0).round() / 100.0;
+        assert_eq!(score.human_score_percent, expected);
+        assert_eq!(score.reasons[0].feature, "webdriver");
+        assert_eq!(score.reasons[0].describe(), "webdriver=1 (-4.00)");
+        assert_eq!(score.reasons[1].feature, "pauses");
+    }
+
+    #[test]
+    fn bad_model_files_are_refused() {
+        assert!(matches!(Model::from_json("{}"), Err(ModelError::Parse(_))));
+        let unknown = r#"{"version":"t","description":"","bias":0,
+            "bands":{"review_from":30,"human_from":70},
+            "terms":[{"feature":"nope","weight":1,"transform":{"kind":"indicator"}}]}"#;
+        assert!(matches!(
+            Model::from_json(unknown),
+            Err(ModelError::UnknownFeature(_))
+        ));
+        let bands = r#"{"version":"t","description":"","bias":0,
+            "bands":{"review_from":80,"human_from":70},"terms":[]}"#;
+        assert!(matches!(Model::from_json(bands), Err(ModelError::Bands)));
+    }
+}

@@ -1,0 +1,552 @@
+//! Executing scoring runs: claim, make events visible, plan, scan, score, publish, report.
+//!
+//! A worker (a server instance or `telltale score`) owns a run through a lease in the catalog
+//! and renews it while it works; every write it makes is fenced by that ownership, so two
+//! workers never both publish for one run. A run whose worker died is claimed again (by the
+//! same instance on restart at once, by any other once the lease expires) and resumed:
+//! sessions the run already scored count as scored and are not scored again.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use catalog::{
+    Catalog, LakeFileKind, NewLakeFile, NewScore, RunControl, RunId, RunOutcome, RunProgress,
+    ScoringFailure, ScoringRun, SurveyId,
+};
+use ingest::Ingestor;
+use ingest::lake::Lake;
+use parking_lot::Mutex;
+use query::LakeQuery;
+use rayon::prelude::*;
+
+use crate::features;
+use crate::model::Model;
+use crate::scan::{ScanTarget, scan_traces};
+use crate::tables::{ScoredSession, features_batch, scores_batch, to_parquet};
+use crate::trace::SessionTrace;
+
+/// Tuning of the scoring worker.
+#[derive(Debug, Clone)]
+pub struct ScoringSettings {
+    /// Sessions scored and published per step; counters move after each step.
+    pub chunk_sessions: usize,
+    /// Most events held in memory at once: a larger survey is scanned in several passes over
+    /// ranges of its sessions.
+    pub max_events_per_pass: u64,
+    /// Pause between steps, so a run can be throttled (and observed mid-way in tests).
+    pub pause_between_chunks: Duration,
+    /// How long a worker's claim on a run lasts without renewal.
+    pub lease: Duration,
+}
+
+impl Default for ScoringSettings {
+    fn default() -> Self {
+        ScoringSettings {
+            chunk_sessions: 5_000,
+            max_events_per_pass: 8_000_000,
+            pause_between_chunks: Duration::ZERO,
+            lease: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Everything a run needs.
+#[derive(Clone)]
+pub struct Scorer {
+    pub catalog: Arc<dyn Catalog>,
+    pub lake: Lake,
+    pub query: LakeQuery,
+    pub model: Arc<Model>,
+    /// The instance's ingest pipeline, flushed before a run so it scores everything
+    /// acknowledged before it started. `None` for `telltale score` (see its help).
+    pub ingestor: Option<Ingestor>,
+    pub settings: ScoringSettings,
+    /// This worker's name in run leases.
+    pub owner: String,
+}
+
+impl std::fmt::Debug for Scorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scorer")
+            .field("owner", &self.owner)
+            .field("model", &self.model.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a run stopped before completing.
+#[derive(Debug)]
+enum Stop {
+    Canceled,
+    LeaseLost,
+    Failed(String),
+}
+
+impl<E: std::fmt::Display> From<E> for Stop {
+    fn from(error: E) -> Self {
+        Stop::Failed(error.to_string())
+    }
+}
+
+/// How a claimed run ended for this worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    Finished,
+    /// Another worker holds the run now; it carries on there.
+    Abandoned,
+}
+
+impl Scorer {
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.settings.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Claims `run` and works it to its end. `on_progress` sees every counter update.
+    pub async fn execute(
+        &self,
+        run: &RunId,
+        on_progress: &(dyn Fn(&RunProgress) + Send + Sync),
+    ) -> Result<RunEnd, catalog::Error> {
+        let Some(claimed) = self
+            .catalog
+            .claim_scoring_run(run, &self.owner, self.lease_ms())
+            .await?
+        else {
+            return Ok(RunEnd::Abandoned);
+        };
+        let progress = Arc::new(Mutex::new(RunProgress::default()));
+        let heartbeat = self.spawn_heartbeat(claimed.id.clone(), progress.clone());
+        let outcome = self.work(&claimed, &progress, on_progress).await;
+        heartbeat.abort();
+        let final_progress = progress.lock().clone();
+        let outcome = match outcome {
+            Ok(()) => RunOutcome::Completed,
+            Err(Stop::Canceled) => RunOutcome::Canceled,
+            Err(Stop::Failed(error)) => {
+                tracing::warn!(run = %claimed.id, %error, "scoring run failed");
+                RunOutcome::Failed { error }
+            }
+            Err(Stop::LeaseLost) => return Ok(RunEnd::Abandoned),
+        };
+        let finished = self
+            .catalog
+            .finish_scoring_run(&claimed.id, &self.owner, &final_progress, &outcome)
+            .await?;
+        Ok(if finished {
+            RunEnd::Finished
+        } else {
+            RunEnd::Abandoned
+        })
+    }
+
+    /// Renews the lease while a long step (a scan) reports nothing.
+    fn spawn_heartbeat(
+        &self,
+        run: RunId,
+        progress: Arc<Mutex<RunProgress>>,
+    ) -> tokio::task::JoinHandle<()> {
+        let scorer = self.clone();
+        tokio::spawn(async move {
+            let period = scorer.settings.lease / 3;
+            loop {
+                tokio::time::sleep(period).await;
+                let current = progress.lock().clone();
+                if let Err(error) = scorer
+                    .catalog
+                    .report_run_progress(&run, &scorer.owner, scorer.lease_ms(), &current)
+                    .await
+                {
+                    tracing::warn!(%run, %error, "could not renew the run's lease");
+                }
+            }
+        })
+    }
+
+    async fn report(
+        &self,
+        run: &ScoringRun,
+        progress: &Mutex<RunProgress>,
+        on_progress: &(dyn Fn(&RunProgress) + Send + Sync),
+    ) -> Result<(), Stop> {
+        let current = progress.lock().clone();
+        on_progress(&current);
+        match self
+            .catalog
+            .report_run_progress(&run.id, &self.owner, self.lease_ms(), &current)
+            .await?
+        {
+            RunControl::Continue => Ok(()),
+            RunControl::CancelRequested => Err(Stop::Canceled),
+            RunControl::LeaseLost => Err(Stop::LeaseLost),
+        }
+    }
+
+    async fn work(
+        &self,
+        run: &ScoringRun,
+        progress: &Mutex<RunProgress>,
+        on_progress: &(dyn Fn(&RunProgress) + Send + Sync),
+    ) -> Result<(), Stop> {
+        if run.cancel_requested_at.is_some() {
+            return Err(Stop::Canceled);
+        }
+        if let Some(ingestor) = &self.ingestor {
+            ingestor
+                .make_visible()
+                .await
+                .map_err(|error| Stop::Failed(format!("could not flush the event log: {error}")))?;
+        }
+        let plan = self.plan(run).await?;
+        {
+            let mut p = progress.lock();
+            *p = RunProgress {
+                total: plan.total,
+                scored: plan.already_scored,
+                skipped: plan.skipped,
+                failed: 0,
+                failures: Vec::new(),
+            };
+        }
+        self.report(run, progress, on_progress).await?;
+        if plan.sessions.is_empty() {
+            return Ok(());
+        }
+
+        let files: Vec<String> = self
+            .catalog
+            .live_files(LakeFileKind::Events, Some(&run.survey_id))
+            .await?
+            .into_iter()
+            .map(|file| file.file.path)
+            .collect();
+        // Names this attempt's files apart from a crashed attempt's leftovers.
+        let attempt = &catalog::ids::random_hex24()[..6];
+        let mut sequence = 0usize;
+        let passes = plan.passes(self.settings.max_events_per_pass);
+        let single_pass = passes.len() == 1;
+        for pass in passes {
+            let mut session_of_identifier = HashMap::new();
+            for (index, session) in pass.iter().enumerate() {
+                for identifier in &session.identifiers {
+                    session_of_identifier.insert(identifier.clone(), index as u32);
+                }
+            }
+            let target = ScanTarget {
+                session_of_identifier: Arc::new(session_of_identifier),
+                sessions: pass.len(),
+                filter_identifiers: !single_pass,
+            };
+            let traces = scan_traces(&self.query, &files, &target).await?;
+            let mut work: Vec<(&PlannedSession, SessionTrace)> =
+                pass.iter().copied().zip(traces).collect();
+            while !work.is_empty() {
+                let rest = work.split_off(work.len().min(self.settings.chunk_sessions));
+                let chunk = std::mem::replace(&mut work, rest);
+                sequence += 1;
+                self.score_chunk(run, chunk, attempt, sequence, progress)
+                    .await?;
+                self.report(run, progress, on_progress).await?;
+                if !self.settings.pause_between_chunks.is_zero() {
+                    tokio::time::sleep(self.settings.pause_between_chunks).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Which sessions the run scores, and how many it counts as skipped or already done.
+    async fn plan(&self, run: &ScoringRun) -> Result<Plan, Stop> {
+        let identities = self.catalog.survey_sessions(&run.survey_id).await?;
+        let mut by_reference: BTreeMap<String, PlannedSession> = BTreeMap::new();
+        for identity in identities {
+            let Some(reference) = identity.reference else {
+                // Without a reference nobody can look the session up; it is not scored.
+                continue;
+            };
+            let entry = by_reference
+                .entry(reference.clone())
+                .or_insert_with(|| PlannedSession {
+                    reference,
+                    identifiers: Vec::new(),
+                    events: 0,
+                });
+            entry.identifiers.push(identity.identifier);
+            entry.events += identity.event_count;
+        }
+        let scored: HashMap<String, String> = self
+            .catalog
+            .scored_references(&run.survey_id)
+            .await?
+            .into_iter()
+            .map(|s| (s.reference, s.run_id))
+            .collect();
+        let mut plan = Plan {
+            total: by_reference.len() as u64,
+            ..Plan::default()
+        };
+        for (reference, session) in by_reference {
+            match scored.get(&reference) {
+                Some(run_id) if run_id == run.id.as_str() => plan.already_scored += 1,
+                Some(_) if !run.force => plan.skipped += 1,
+                _ => plan.sessions.push(session),
+            }
+        }
+        Ok(plan)
+    }
+
+    async fn score_chunk(
+        &self,
+        run: &ScoringRun,
+        chunk: Vec<(&PlannedSession, SessionTrace)>,
+        attempt: &str,
+        sequence: usize,
+        progress: &Mutex<RunProgress>,
+    ) -> Result<(), Stop> {
+        let model = self.model.clone();
+        let owned: Vec<(String, SessionTrace)> = chunk
+            .into_iter()
+            .map(|(session, trace)| (session.reference.clone(), trace))
+            .collect();
+        let results = score_sessions(model, owned).await?;
+        let mut scored = Vec::new();
+        let mut failures = Vec::new();
+        for result in results {
+            match result {
+                Ok(session) => scored.push(session),
+                Err(failure) => failures.push(failure),
+            }
+        }
+        let now = catalog::now_millis();
+        let survey = run.survey_id.as_str();
+        let run_id = run.id.as_str();
+        let mut files = Vec::new();
+        if !scored.is_empty() {
+            let name = format!("{run_id}-{attempt}-{sequence:05}.parquet");
+            let features = features_batch(survey, run_id, now, &scored)?;
+            let scores = scores_batch(survey, run_id, &self.model.version, now, &scored)?;
+            for (kind, batch) in [
+                (LakeFileKind::Features, features),
+                (LakeFileKind::Scores, scores),
+            ] {
+                let bytes = tokio::task::spawn_blocking(move || to_parquet(&batch)).await??;
+                let path = format!("{}/survey_id={survey}/{name}", kind.as_str());
+                let size = bytes.len() as u64;
+                self.lake.put_durable(&path, bytes).await?;
+                files.push(NewLakeFile {
+                    path,
+                    kind,
+                    survey_id: run.survey_id.clone(),
+                    partition_date: None,
+                    row_count: scored.len() as u64,
+                    size_bytes: size,
+                    min_session: scored.first().map(|s| s.reference.clone()),
+                    max_session: scored.last().map(|s| s.reference.clone()),
+                });
+            }
+        }
+        let new_scores: Vec<NewScore> = scored
+            .iter()
+            .map(|session| NewScore {
+                reference: session.reference.clone(),
+                human_score_percent: session.score.human_score_percent,
+                score_band: session.score.band.to_owned(),
+                scored_at: now,
+                model_version: self.model.version.clone(),
+                run_id: run.id.clone(),
+            })
+            .collect();
+        let published = self
+            .catalog
+            .record_scores(&run.survey_id, &run.id, &self.owner, &new_scores, &files)
+            .await;
+        if !matches!(published, Ok(true)) {
+            // Not committed: the uploads are not data. Remove them now rather than leave them
+            // to a later cleanup.
+            for file in &files {
+                if let Err(error) = self.lake.delete(&file.path).await {
+                    tracing::warn!(path = file.path, %error, "could not remove an unpublished file");
+                }
+            }
+        }
+        if !published? {
+            return Err(Stop::LeaseLost);
+        }
+        let mut p = progress.lock();
+        p.scored += scored.len() as u64;
+        p.failed += failures.len() as u64;
+        p.failures.extend(failures);
+        Ok(())
+    }
+}
+
+/// Computes features and scores on rayon's pool, off the async runtime.
+async fn score_sessions(
+    model: Arc<Model>,
+    sessions: Vec<(String, SessionTrace)>,
+) -> Result<Vec<Result<ScoredSession, ScoringFailure>>, Stop> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        let results: Vec<_> = sessions
+            .into_par_iter()
+            .map(|(reference, trace)| score_one(&model, reference, trace))
+            .collect();
+        let _ = sender.send(results);
+    });
+    receiver
+        .await
+        .map_err(|_| Stop::Failed("the scoring pool stopped".to_owned()))
+}
+
+fn score_one(
+    model: &Model,
+    reference: String,
+    mut trace: SessionTrace,
+) -> Result<ScoredSession, ScoringFailure> {
+    if trace.events.is_empty() {
+        return Err(ScoringFailure {
+            session_id: reference,
+            code: Some("no_events".to_owned()),
+            message: "none of the session's events are in the lake".to_owned(),
+        });
+    }
+    // A bug in one session's features must not take the run down with it.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        trace.finish();
+        let features = features::compute(&trace);
+        let score = model.score(&features);
+        (features, score)
+    }));
+    match outcome {
+        Ok((features, score)) => Ok(ScoredSession {
+            reference,
+            features,
+            score,
+        }),
+        Err(_) => Err(ScoringFailure {
+            session_id: reference,
+            code: Some("internal".to_owned()),
+            message: "computing the session's features failed".to_owned(),
+        }),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct PlannedSession {
+    reference: String,
+    identifiers: Vec<String>,
+    events: u64,
+}
+
+#[derive(Debug, Default)]
+struct Plan {
+    total: u64,
+    already_scored: u64,
+    skipped: u64,
+    sessions: Vec<PlannedSession>,
+}
+
+impl Plan {
+    /// Splits the sessions to score into passes of at most `max_events` events each (a session
+    /// larger than that gets a pass of its own).
+    fn passes(&self, max_events: u64) -> Vec<Vec<&PlannedSession>> {
+        let mut passes = Vec::new();
+        let mut current = Vec::new();
+        let mut events = 0u64;
+        for session in &self.sessions {
+            if !current.is_empty() && events + session.events > max_events {
+                passes.push(std::mem::take(&mut current));
+                events = 0;
+            }
+            events += session.events;
+            current.push(session);
+        }
+        if !current.is_empty() {
+            passes.push(current);
+        }
+        passes
+    }
+}
+
+/// Runs scoring in the background for a server: starts runs, and claims runs left by crashed
+/// or stalled workers.
+#[derive(Debug, Clone)]
+pub struct ScoringService {
+    scorer: Scorer,
+    active: Arc<Mutex<HashSet<RunId>>>,
+}
+
+impl ScoringService {
+    pub fn new(scorer: Scorer) -> ScoringService {
+        ScoringService {
+            scorer,
+            active: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// Works `run` in the background unless this instance already does.
+    pub fn spawn(&self, run: RunId) {
+        if !self.active.lock().insert(run.clone()) {
+            return;
+        }
+        let service = self.clone();
+        tokio::spawn(async move {
+            match service.scorer.execute(&run, &|_| {}).await {
+                Ok(end) => tracing::info!(%run, ?end, "scoring run ended"),
+                Err(error) => {
+                    tracing::error!(%run, %error, "scoring run stopped on a catalog error; it will be resumed")
+                }
+            }
+            service.active.lock().remove(&run);
+        });
+    }
+
+    /// Claims every run that has no live worker: this instance's runs after a restart at once,
+    /// other workers' once their lease has expired.
+    pub async fn resume_claimable(&self) -> Result<usize, catalog::Error> {
+        let runs = self
+            .scorer
+            .catalog
+            .claimable_scoring_runs(&self.scorer.owner)
+            .await?;
+        let mut resumed = 0;
+        for run in runs {
+            if !self.active.lock().contains(&run.id) {
+                tracing::info!(run = %run.id, survey = %run.survey_id, "resuming scoring run");
+                self.spawn(run.id);
+                resumed += 1;
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Resumes claimable runs now and then every `period`, until the task is dropped.
+    pub fn spawn_janitor(&self, period: Duration) -> tokio::task::JoinHandle<()> {
+        let service = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(error) = service.resume_claimable().await {
+                    tracing::warn!(%error, "could not look for scoring runs to resume");
+                }
+                tokio::time::sleep(period).await;
+            }
+        })
+    }
+
+    /// Starts a run for `survey` (or returns the active one) and works it here.
+    pub async fn start(
+        &self,
+        survey: &SurveyId,
+        force: bool,
+    ) -> Result<ScoringRun, catalog::Error> {
+        let (run, created) = self.scorer.catalog.start_scoring_run(survey, force).await?;
+        if created {
+            self.spawn(run.id.clone());
+        }
+        Ok(run)
+    }
+
+    pub fn scorer(&self) -> &Scorer {
+        &self.scorer
+    }
+}

@@ -1,0 +1,237 @@
+//! Reads a survey's events from the lake with DataFusion and groups them into session traces.
+//!
+//! The scan names only the survey's live files (partition pruning) and only the columns the
+//! features read (projection). Each output partition of the scan is consumed by its own task,
+//! so decoding Parquet and routing rows to sessions run on every core.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int32Array, RecordBatch, StringArray,
+    TimestampMillisecondArray,
+};
+use arrow::datatypes::{Int32Type, TimestampMillisecondType};
+use datafusion::prelude::{col, lit};
+use futures::StreamExt;
+use query::LakeQuery;
+
+use crate::trace::{Environment, KeyClass, Kind, SessionTrace, TraceEvent};
+
+/// Columns of `events` the features read.
+const COLUMNS: &[&str] = &[
+    "session_id",
+    "received_at",
+    "event_time",
+    "type",
+    "x",
+    "y",
+    "trusted",
+    "key_class",
+    "repeat",
+    "input_type",
+    "length_delta",
+    "length",
+    "dy",
+    "state",
+    "payload",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error(transparent)]
+    Query(#[from] query::QueryError),
+    #[error("scan failed: {0}")]
+    DataFusion(#[from] datafusion::error::DataFusionError),
+    #[error("unexpected column type in events: {0}")]
+    Schema(String),
+    #[error("scan task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// Which sessions a scan collects: identifiers mapped to the index of their session.
+#[derive(Debug, Clone)]
+pub struct ScanTarget {
+    pub session_of_identifier: Arc<HashMap<String, u32>>,
+    pub sessions: usize,
+    /// Push `session_id IN (...)` into the scan (a pass over part of a survey); without it
+    /// every row is read and rows of other identifiers are dropped.
+    pub filter_identifiers: bool,
+}
+
+/// Scans `files` (the survey's live `events` files) and returns one trace per session index,
+/// each in time order.
+pub async fn scan_traces(
+    query: &LakeQuery,
+    files: &[String],
+    target: &ScanTarget,
+) -> Result<Vec<SessionTrace>, ScanError> {
+    let table = query.table(ingest::events_file::EVENTS_SCHEMA.clone(), files)?;
+    let mut frame = query.context().read_table(table)?.select_columns(COLUMNS)?;
+    if target.filter_identifiers {
+        let list = target
+            .session_of_identifier
+            .keys()
+            .map(|identifier| lit(identifier.as_str()))
+            .collect();
+        frame = frame.filter(col("session_id").in_list(list, false))?;
+    }
+    let streams = frame.execute_stream_partitioned().await?;
+    let mut tasks = Vec::with_capacity(streams.len());
+    for mut stream in streams {
+        let target = target.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut traces: HashMap<u32, SessionTrace> = HashMap::new();
+            while let Some(batch) = stream.next().await {
+                let batch = batch?;
+                let target = target.clone();
+                // Row routing is CPU work: keep it off the runtime's async workers.
+                let partial =
+                    tokio::task::spawn_blocking(move || route_batch(&batch, &target)).await??;
+                for (session, mut trace) in partial {
+                    let entry = traces.entry(session).or_default();
+                    entry.events.append(&mut trace.events);
+                    if let Some(environment) = trace.environment {
+                        entry.add_environment(environment);
+                    }
+                }
+            }
+            Ok::<_, ScanError>(traces)
+        }));
+    }
+    let mut traces = vec![SessionTrace::default(); target.sessions];
+    for task in tasks {
+        for (session, mut partial) in task.await?? {
+            let trace = &mut traces[session as usize];
+            trace.events.append(&mut partial.events);
+            if let Some(environment) = partial.environment {
+                trace.add_environment(environment);
+            }
+        }
+    }
+    Ok(traces)
+}
+
+/// Per-row values of a dictionary-encoded (or plain) string column, mapped once per distinct
+/// value.
+fn mapped<T: Copy>(
+    array: &dyn Array,
+    name: &str,
+    map: impl Fn(&str) -> T,
+) -> Result<Vec<Option<T>>, ScanError> {
+    if let Some(dictionary) = array.as_dictionary_opt::<Int32Type>() {
+        let values = dictionary
+            .values()
+            .as_string_opt::<i32>()
+            .ok_or_else(|| ScanError::Schema(format!("{name}: dictionary of non-strings")))?;
+        let lookup: Vec<T> = values.iter().map(|v| map(v.unwrap_or(""))).collect();
+        return Ok(dictionary
+            .keys()
+            .iter()
+            .map(|key| key.and_then(|k| lookup.get(k as usize).copied()))
+            .collect());
+    }
+    if let Some(strings) = array.as_string_opt::<i32>() {
+        return Ok(strings.iter().map(|v| v.map(&map)).collect());
+    }
+    if let Some(strings) = array.as_string_view_opt() {
+        return Ok(strings.iter().map(|v| v.map(&map)).collect());
+    }
+    Err(ScanError::Schema(format!("{name}: {}", array.data_type())))
+}
+
+fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, ScanError> {
+    batch
+        .column_by_name(name)
+        .and_then(|array| array.as_any().downcast_ref::<T>())
+        .ok_or_else(|| ScanError::Schema(name.to_owned()))
+}
+
+fn int(array: &Int32Array, row: usize) -> Option<i32> {
+    array.is_valid(row).then(|| array.value(row))
+}
+
+fn boolean(array: &BooleanArray, row: usize) -> Option<bool> {
+    array.is_valid(row).then(|| array.value(row))
+}
+
+/// Routes one batch's rows to their sessions.
+fn route_batch(
+    batch: &RecordBatch,
+    target: &ScanTarget,
+) -> Result<HashMap<u32, SessionTrace>, ScanError> {
+    let session_array = batch
+        .column_by_name("session_id")
+        .ok_or_else(|| ScanError::Schema("session_id".to_owned()))?;
+    let sessions = mapped(session_array.as_ref(), "session_id", |identifier| {
+        target.session_of_identifier.get(identifier).copied()
+    })?;
+    let kinds = mapped(batch_column(batch, "type")?, "type", Kind::parse)?;
+    let key_classes = mapped(
+        batch_column(batch, "key_class")?,
+        "key_class",
+        KeyClass::parse,
+    )?;
+    let inserts = mapped(batch_column(batch, "input_type")?, "input_type", |t| {
+        t.starts_with("insert") && t != "insertFromPaste" && t != "insertFromDrop"
+    })?;
+    let hidden = mapped(batch_column(batch, "state")?, "state", |s| s == "hidden")?;
+    let received = column::<TimestampMillisecondArray>(batch, "received_at")?;
+    let event_time = batch_column(batch, "event_time")?
+        .as_primitive_opt::<TimestampMillisecondType>()
+        .ok_or_else(|| ScanError::Schema("event_time".to_owned()))?;
+    let x = column::<Int32Array>(batch, "x")?;
+    let y = column::<Int32Array>(batch, "y")?;
+    let trusted = column::<BooleanArray>(batch, "trusted")?;
+    let repeat = column::<BooleanArray>(batch, "repeat")?;
+    let length_delta = column::<Int32Array>(batch, "length_delta")?;
+    let length = column::<Int32Array>(batch, "length")?;
+    let dy = column::<Float64Array>(batch, "dy")?;
+    let payload = column::<StringArray>(batch, "payload")?;
+
+    let mut traces: HashMap<u32, SessionTrace> = HashMap::new();
+    for row in 0..batch.num_rows() {
+        let Some(session) = sessions[row].flatten() else {
+            continue;
+        };
+        let kind = kinds[row].unwrap_or(Kind::Other);
+        let t = if event_time.is_valid(row) {
+            event_time.value(row)
+        } else {
+            received.value(row)
+        };
+        let trace = traces.entry(session).or_default();
+        if kind == Kind::Session
+            && payload.is_valid(row)
+            && let Some(environment) = Environment::from_session_payload(payload.value(row))
+        {
+            trace.add_environment(environment);
+        }
+        let amount = match kind {
+            Kind::Input => int(length_delta, row).map_or(0.0, |v| v as f32),
+            Kind::Paste => int(length, row).map_or(0.0, |v| v as f32),
+            Kind::Wheel if dy.is_valid(row) => dy.value(row) as f32,
+            _ => 0.0,
+        };
+        trace.push(TraceEvent {
+            t,
+            kind,
+            x: int(x, row),
+            y: int(y, row),
+            trusted: boolean(trusted, row),
+            key_class: key_classes[row].unwrap_or(KeyClass::Unknown),
+            repeat: boolean(repeat, row).unwrap_or(false),
+            amount,
+            inserts_text: inserts[row].unwrap_or(false),
+            hidden: hidden[row].unwrap_or(false),
+        });
+    }
+    Ok(traces)
+}
+
+fn batch_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array, ScanError> {
+    batch
+        .column_by_name(name)
+        .map(|array| array.as_ref())
+        .ok_or_else(|| ScanError::Schema(name.to_owned()))
+}

@@ -1,0 +1,370 @@
+//! Synthetic sessions in the embed's event format, for tests and benchmarks.
+//!
+//! Not training data: the shapes are simple models of what people and automation produce
+//! (minimum-jerk pointer strokes with sampling jitter and pauses, lognormal key timing; and
+//! scripted fills, instant clicks, metronomic typing). They exercise every feature and the
+//! bands; the real evaluation uses recorded human traces and real browser automation.
+
+use std::fmt::Write;
+
+/// A small deterministic generator (xorshift64*), so sessions are reproducible from a seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn range(&mut self, low: f64, high: f64) -> f64 {
+        low + (high - low) * self.unit()
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u = self.unit().max(1e-12);
+        let v = self.unit();
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    /// Lognormal with the given median and log-space spread.
+    pub fn lognormal(&mut self, median: f64, sigma: f64) -> f64 {
+        median * (sigma * self.normal()).exp()
+    }
+}
+
+/// Kinds of synthetic session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// A person with a mouse and keyboard.
+    Human,
+    /// Headless automation that fills and clicks, webdriver flag on.
+    NaiveBot,
+    /// Automation with the webdriver flag hidden, straight instant moves and metronomic keys.
+    StealthBot,
+}
+
+/// Builds one session's events (JSON texts, in time order) starting at `t0` ms.
+#[derive(Debug)]
+pub struct SessionWriter {
+    events: Vec<String>,
+    t: i64,
+    x: f64,
+    y: f64,
+    rng: Rng,
+}
+
+impl SessionWriter {
+    fn new(t0: i64, seed: u64) -> SessionWriter {
+        SessionWriter {
+            events: Vec::new(),
+            t: t0,
+            x: 400.0,
+            y: 300.0,
+            rng: Rng::new(seed),
+        }
+    }
+
+    fn push(&mut self, kind: &str, data: &str) {
+        let mut text = String::with_capacity(64 + data.len());
+        let _ = write!(
+            text,
+            r#"{{"type":"{kind}","timestamp":{},"data":{{{data}}}}}"#,
+            self.t
+        );
+        self.events.push(text);
+    }
+
+    fn wait(&mut self, ms: f64) {
+        self.t += ms.max(0.0).round() as i64;
+    }
+
+    fn session(&mut self, identifier: &str, reference: &str, automation: bool, webdriver: bool) {
+        let agent = if automation {
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/131.0.0.0 Safari/537.36"
+        } else {
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+        };
+        let data = format!(
+            r#""sessionId":"{identifier}","interviewId":"{reference}","embedVersion":"1.0.0","origin":"https://survey.example","path":"/s/1","userAgent":"{agent}","languages":["en-US"],"timezoneOffset":-60,"screenWidth":1920,"screenHeight":1080,"viewportWidth":1280,"viewportHeight":720,"devicePixelRatio":1,"maxTouchPoints":0,"hardwareConcurrency":8,"webdriver":{webdriver}"#
+        );
+        self.push("session", &data);
+    }
+
+    fn pointer(&mut self, kind: &str, extra: &str) {
+        let data = format!(
+            r#""x":{},"y":{},"pointerType":"mouse","trusted":true{extra}"#,
+            self.x.round() as i64,
+            self.y.round() as i64
+        );
+        self.push(kind, &data);
+    }
+
+    /// A person's stroke to `(tx, ty)`: minimum-jerk profile, slight curve, overshoot noise,
+    /// sampled at a jittery ~16 ms like coalesced browser events.
+    fn human_move(&mut self, tx: f64, ty: f64) {
+        let (sx, sy) = (self.x, self.y);
+        let distance = (tx - sx).hypot(ty - sy);
+        let duration = 200.0 + 120.0 * (1.0 + distance / 20.0).log2() * self.rng.range(0.8, 1.3);
+        let bend = self.rng.normal() * distance * 0.08;
+        let (nx, ny) = if distance > 0.0 {
+            (-(ty - sy) / distance, (tx - sx) / distance)
+        } else {
+            (0.0, 0.0)
+        };
+        let mut elapsed = 0.0;
+        while elapsed < duration {
+            let step = self.rng.range(8.0, 24.0);
+            elapsed = (elapsed + step).min(duration);
+            let tau = elapsed / duration;
+            let s = 10.0 * tau.powi(3) - 15.0 * tau.powi(4) + 6.0 * tau.powi(5);
+            let arc = (std::f64::consts::PI * s).sin() * bend;
+            self.x = sx + (tx - sx) * s + nx * arc + self.rng.normal() * 0.6;
+            self.y = sy + (ty - sy) * s + ny * arc + self.rng.normal() * 0.6;
+            self.wait(step);
+            self.pointer("pointermove", "");
+        }
+    }
+
+    fn human_click(&mut self, target: &str) {
+        let ms = self.rng.lognormal(120.0, 0.4);
+        self.wait(ms);
+        self.pointer("pointerdown", r#","button":0"#);
+        let ms = self.rng.lognormal(95.0, 0.3);
+        self.wait(ms);
+        self.pointer("pointerup", r#","button":0"#);
+        let ms = self.rng.range(0.0, 3.0);
+        self.wait(ms);
+        self.pointer("click", &format!(r#","button":0,"target":"{target}""#));
+    }
+
+    fn human_type(&mut self, characters: usize, field: usize) {
+        for index in 0..characters {
+            let class = if index % 6 == 5 { "space" } else { "char" };
+            let ms = self.rng.lognormal(170.0, 0.45);
+            self.wait(ms);
+            self.push(
+                "keydown",
+                &format!(r#""keyClass":"{class}","trusted":true,"repeat":false"#),
+            );
+            let ms = self.rng.range(1.0, 4.0);
+            self.wait(ms);
+            self.push(
+                "input",
+                &format!(r#""inputType":"insertText","lengthDelta":1,"field":{field}"#),
+            );
+            let hold = self.rng.lognormal(85.0, 0.3);
+            self.wait(hold);
+            self.push(
+                "keyup",
+                &format!(r#""keyClass":"{class}","trusted":true,"repeat":false"#),
+            );
+        }
+    }
+
+    fn human_scroll(&mut self) {
+        for _ in 0..(2 + (self.rng.unit() * 4.0) as usize) {
+            let ms = self.rng.range(30.0, 120.0);
+            self.wait(ms);
+            self.push("wheel", r#""dx":0,"dy":100,"deltaMode":0,"trusted":true"#);
+            let ms = self.rng.range(5.0, 20.0);
+            self.wait(ms);
+            let y = (self.t % 4000) as f64;
+            self.push("scroll", &format!(r#""x":0,"y":{y}"#));
+        }
+    }
+
+    fn finish(self) -> Vec<String> {
+        self.events
+    }
+}
+
+/// One synthetic session: `questions` questions answered (a choice click and a short text
+/// answer each), starting at `t0`. Returns the events as JSON texts in time order.
+pub fn session(
+    behaviour: Behaviour,
+    identifier: &str,
+    reference: &str,
+    t0: i64,
+    questions: usize,
+    seed: u64,
+) -> Vec<String> {
+    let mut w = SessionWriter::new(t0, seed);
+    match behaviour {
+        Behaviour::Human => {
+            w.session(identifier, reference, false, false);
+            let ms = w.rng.range(800.0, 2500.0);
+            w.wait(ms);
+            for question in 0..questions {
+                let (tx, ty) = (w.rng.range(200.0, 1000.0), w.rng.range(150.0, 650.0));
+                w.human_move(tx, ty);
+                w.human_click("choice");
+                let ms = w.rng.lognormal(900.0, 0.5);
+                w.wait(ms);
+                let (fx, fy) = (w.rng.range(200.0, 900.0), w.rng.range(300.0, 600.0));
+                w.human_move(fx, fy);
+                w.human_click("text");
+                let characters = 8 + (w.rng.unit() * 12.0) as usize;
+                w.human_type(characters, question);
+                let ms = w.rng.lognormal(700.0, 0.5);
+                w.wait(ms);
+                w.human_scroll();
+                let ms = w.rng.lognormal(1200.0, 0.6);
+                w.wait(ms);
+            }
+        }
+        Behaviour::NaiveBot => {
+            w.session(identifier, reference, true, true);
+            w.wait(40.0);
+            for question in 0..questions {
+                w.x = 500.0;
+                w.y = 200.0 + question as f64 * 40.0;
+                w.pointer("click", r#","button":0,"target":"choice""#);
+                w.wait(15.0);
+                w.push(
+                    "input",
+                    &format!(r#""inputType":"insertText","lengthDelta":12,"field":{question}"#),
+                );
+                w.wait(20.0);
+            }
+            w.push("scroll", r#""x":0,"y":900"#);
+        }
+        Behaviour::StealthBot => {
+            w.session(identifier, reference, false, false);
+            w.wait(60.0);
+            for question in 0..questions {
+                // A straight line at exact 16 ms steps, then an instant click.
+                let (tx, ty) = (600.0, 200.0 + question as f64 * 50.0);
+                let (sx, sy) = (w.x, w.y);
+                for step in 1..=10 {
+                    let s = f64::from(step) / 10.0;
+                    w.x = sx + (tx - sx) * s;
+                    w.y = sy + (ty - sy) * s;
+                    w.wait(16.0);
+                    w.pointer("pointermove", "");
+                }
+                w.pointer("pointerdown", r#","button":0"#);
+                w.pointer("pointerup", r#","button":0"#);
+                w.pointer("click", r#","button":0,"target":"text""#);
+                for _ in 0..10 {
+                    w.wait(50.0);
+                    w.push(
+                        "keydown",
+                        r#""keyClass":"char","trusted":true,"repeat":false"#,
+                    );
+                    w.push(
+                        "input",
+                        &format!(r#""inputType":"insertText","lengthDelta":1,"field":{question}"#),
+                    );
+                    w.push(
+                        "keyup",
+                        r#""keyClass":"char","trusted":true,"repeat":false"#,
+                    );
+                }
+            }
+        }
+    }
+    w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features;
+    use crate::model::{BAND_AUTOMATION, BAND_HUMAN, Model};
+    use crate::trace::{Environment, KeyClass, Kind, SessionTrace, TraceEvent};
+
+    /// The embed's JSON read the way the scan reads the lake's typed columns.
+    fn to_trace(events: &[String]) -> SessionTrace {
+        let mut trace = SessionTrace::default();
+        for text in events {
+            let value: serde_json::Value = serde_json::from_str(text).expect("json");
+            let kind = Kind::parse(value["type"].as_str().expect("type"));
+            let data = &value["data"];
+            if kind == Kind::Session {
+                trace.add_environment(
+                    Environment::from_session_payload(text).expect("session payload"),
+                );
+            }
+            let int = |name: &str| data[name].as_i64().map(|v| v as i32);
+            let mut event = TraceEvent::new(value["timestamp"].as_i64().expect("t"), kind);
+            event.x = int("x");
+            event.y = int("y");
+            event.trusted = data["trusted"].as_bool();
+            event.key_class = data["keyClass"]
+                .as_str()
+                .map_or(KeyClass::Unknown, KeyClass::parse);
+            event.inserts_text = data["inputType"].as_str() == Some("insertText");
+            event.amount = match kind {
+                Kind::Input => int("lengthDelta").unwrap_or(0) as f32,
+                Kind::Paste => int("length").unwrap_or(0) as f32,
+                Kind::Wheel => data["dy"].as_f64().unwrap_or(0.0) as f32,
+                _ => 0.0,
+            };
+            trace.push(event);
+        }
+        trace.finish();
+        trace
+    }
+
+    fn score(behaviour: Behaviour, seed: u64) -> crate::model::Score {
+        let events = session(behaviour, "s", "r", 1_700_000_000_000, 4, seed);
+        let trace = to_trace(&events);
+        let features = features::compute(&trace);
+        Model::default_model().expect("model").score(&features)
+    }
+
+    #[test]
+    fn synthetic_people_score_human_like() {
+        for seed in 0..20 {
+            let score = score(Behaviour::Human, seed);
+            assert_eq!(score.band, BAND_HUMAN, "seed {seed}: {score:?}");
+        }
+    }
+
+    #[test]
+    fn naive_and_stealthed_automation_score_automation_like() {
+        for seed in 0..20 {
+            for behaviour in [Behaviour::NaiveBot, Behaviour::StealthBot] {
+                let score = score(behaviour, seed);
+                assert_eq!(
+                    score.band, BAND_AUTOMATION,
+                    "{behaviour:?} seed {seed}: {score:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn reasons_name_the_tells() {
+        let naive = score(Behaviour::NaiveBot, 1);
+        let named: Vec<&str> = naive.reasons.iter().map(|r| r.feature).collect();
+        assert!(named.contains(&"webdriver"), "{named:?}");
+        assert!(naive.reasons.iter().all(|r| r.effect < 0.0));
+        let person = score(Behaviour::Human, 1);
+        assert!(person.reasons.iter().any(|r| r.effect > 0.0), "{person:?}");
+    }
+
+    #[test]
+    fn sessions_are_reproducible_from_their_seed() {
+        let a = session(Behaviour::Human, "s", "r", 0, 2, 7);
+        let b = session(Behaviour::Human, "s", "r", 0, 2, 7);
+        let c = session(Behaviour::Human, "s", "r", 0, 2, 8);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+}

@@ -1,0 +1,289 @@
+//! A session's events in the compact form the features are computed from.
+//!
+//! The scan turns each `events` row into a [`TraceEvent`] (40 bytes, no allocation), so a pass
+//! over millions of events holds only what the features read. Event kinds and the
+//! low-cardinality strings of the vocabulary become small enums.
+
+/// The event kinds of the embed's vocabulary that the features read; everything else is `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Session,
+    PointerMove,
+    PointerDown,
+    PointerUp,
+    Click,
+    KeyDown,
+    KeyUp,
+    Input,
+    Paste,
+    Copy,
+    Cut,
+    Scroll,
+    Wheel,
+    TouchStart,
+    TouchMove,
+    TouchEnd,
+    Focus,
+    Blur,
+    Visibility,
+    Resize,
+    Submit,
+    PageHide,
+    Other,
+}
+
+impl Kind {
+    pub fn parse(value: &str) -> Kind {
+        match value {
+            "session" => Kind::Session,
+            "pointermove" | "mousemove" => Kind::PointerMove,
+            "pointerdown" | "mousedown" => Kind::PointerDown,
+            "pointerup" | "mouseup" => Kind::PointerUp,
+            "click" => Kind::Click,
+            "keydown" => Kind::KeyDown,
+            "keyup" => Kind::KeyUp,
+            "input" => Kind::Input,
+            "paste" => Kind::Paste,
+            "copy" => Kind::Copy,
+            "cut" => Kind::Cut,
+            "scroll" => Kind::Scroll,
+            "wheel" => Kind::Wheel,
+            "touchstart" => Kind::TouchStart,
+            "touchmove" => Kind::TouchMove,
+            "touchend" => Kind::TouchEnd,
+            "focus" => Kind::Focus,
+            "blur" => Kind::Blur,
+            "visibility" => Kind::Visibility,
+            "resize" => Kind::Resize,
+            "submit" => Kind::Submit,
+            "pagehide" => Kind::PageHide,
+            _ => Kind::Other,
+        }
+    }
+
+    /// An action a person makes with a device (as opposed to page lifecycle events).
+    pub fn is_interaction(self) -> bool {
+        matches!(
+            self,
+            Kind::PointerMove
+                | Kind::PointerDown
+                | Kind::PointerUp
+                | Kind::Click
+                | Kind::KeyDown
+                | Kind::KeyUp
+                | Kind::Wheel
+                | Kind::TouchStart
+                | Kind::TouchMove
+                | Kind::TouchEnd
+        )
+    }
+}
+
+/// Key classes of `keydown`/`keyup` (never the key itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyClass {
+    Char,
+    Digit,
+    Space,
+    Backspace,
+    Delete,
+    Enter,
+    Tab,
+    Arrow,
+    Modifier,
+    Other,
+    Unknown,
+}
+
+impl KeyClass {
+    pub fn parse(value: &str) -> KeyClass {
+        match value {
+            "char" => KeyClass::Char,
+            "digit" => KeyClass::Digit,
+            "space" => KeyClass::Space,
+            "backspace" => KeyClass::Backspace,
+            "delete" => KeyClass::Delete,
+            "enter" => KeyClass::Enter,
+            "tab" => KeyClass::Tab,
+            "arrow" => KeyClass::Arrow,
+            "modifier" => KeyClass::Modifier,
+            "other" => KeyClass::Other,
+            _ => KeyClass::Unknown,
+        }
+    }
+
+    /// Keys that type text into a field.
+    pub fn types_text(self) -> bool {
+        matches!(self, KeyClass::Char | KeyClass::Digit | KeyClass::Space)
+    }
+}
+
+/// One event of a session, as the features read it. Fields a kind does not carry are zero or
+/// `None`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceEvent {
+    /// Milliseconds: the event's own timestamp, or when it was received when it has none.
+    pub t: i64,
+    pub kind: Kind,
+    pub x: Option<i32>,
+    pub y: Option<i32>,
+    /// `data.trusted` (`Event.isTrusted`), when sent.
+    pub trusted: Option<bool>,
+    pub key_class: KeyClass,
+    pub repeat: bool,
+    /// `input`: `lengthDelta`; `paste`: `length`; `wheel`: `dy`.
+    pub amount: f32,
+    /// `input`: the `inputType` inserts text (typing, not deletion or formatting).
+    pub inserts_text: bool,
+    /// `visibility`: the page became hidden.
+    pub hidden: bool,
+}
+
+impl TraceEvent {
+    /// An event of `kind` at `t` with nothing else set.
+    pub fn new(t: i64, kind: Kind) -> TraceEvent {
+        TraceEvent {
+            t,
+            kind,
+            x: None,
+            y: None,
+            trusted: None,
+            key_class: KeyClass::Unknown,
+            repeat: false,
+            amount: 0.0,
+            inserts_text: false,
+            hidden: false,
+        }
+    }
+
+    pub fn at(mut self, x: i32, y: i32) -> TraceEvent {
+        self.x = Some(x);
+        self.y = Some(y);
+        self
+    }
+
+    pub fn trusted(mut self, trusted: bool) -> TraceEvent {
+        self.trusted = Some(trusted);
+        self
+    }
+
+    pub fn key(mut self, key_class: KeyClass) -> TraceEvent {
+        self.key_class = key_class;
+        self
+    }
+
+    pub fn amount(mut self, amount: f32) -> TraceEvent {
+        self.amount = amount;
+        self
+    }
+}
+
+/// What the `session` event says about the browser. Absent fields stay `None`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Environment {
+    pub user_agent: Option<String>,
+    pub webdriver: Option<bool>,
+    pub screen_width: Option<f64>,
+    pub screen_height: Option<f64>,
+    pub viewport_width: Option<f64>,
+    pub viewport_height: Option<f64>,
+    pub device_pixel_ratio: Option<f64>,
+    pub max_touch_points: Option<f64>,
+    pub hardware_concurrency: Option<f64>,
+}
+
+impl Environment {
+    /// Reads the `data` of a raw `session` event; unreadable parts are left out rather than
+    /// failing the session (the collector accepts any JSON).
+    pub fn from_session_payload(payload: &str) -> Option<Environment> {
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            data: Option<serde_json::Value>,
+        }
+        let raw: Raw = serde_json::from_str(payload).ok()?;
+        let data = raw.data?;
+        let object = data.as_object()?;
+        let text = |name: &str| object.get(name).and_then(|v| v.as_str()).map(str::to_owned);
+        let number = |name: &str| object.get(name).and_then(serde_json::Value::as_f64);
+        Some(Environment {
+            user_agent: text("userAgent"),
+            webdriver: object.get("webdriver").and_then(serde_json::Value::as_bool),
+            screen_width: number("screenWidth"),
+            screen_height: number("screenHeight"),
+            viewport_width: number("viewportWidth"),
+            viewport_height: number("viewportHeight"),
+            device_pixel_ratio: number("devicePixelRatio"),
+            max_touch_points: number("maxTouchPoints"),
+            hardware_concurrency: number("hardwareConcurrency"),
+        })
+    }
+
+    /// Merges what a later page load said: a tell seen once stays.
+    pub fn merge(&mut self, other: Environment) {
+        self.webdriver = match (self.webdriver, other.webdriver) {
+            (Some(a), Some(b)) => Some(a || b),
+            (a, b) => a.or(b),
+        };
+        if other.user_agent.is_some() && !self.headless_agent() {
+            self.user_agent = other.user_agent;
+        }
+        macro_rules! keep_first {
+            ($($field:ident),*) => { $( if self.$field.is_none() { self.$field = other.$field; } )* };
+        }
+        keep_first!(
+            screen_width,
+            screen_height,
+            viewport_width,
+            viewport_height,
+            device_pixel_ratio,
+            max_touch_points,
+            hardware_concurrency
+        );
+    }
+
+    /// The user agent names a headless or automation browser.
+    pub fn headless_agent(&self) -> bool {
+        let Some(agent) = &self.user_agent else {
+            return false;
+        };
+        let agent = agent.to_ascii_lowercase();
+        [
+            "headless",
+            "phantomjs",
+            "slimerjs",
+            "puppeteer",
+            "playwright",
+            "selenium",
+            "electron",
+        ]
+        .iter()
+        .any(|tell| agent.contains(tell))
+    }
+}
+
+/// Everything captured for one session (one reference), in time order once [`Self::finish`]
+/// has run.
+#[derive(Debug, Clone, Default)]
+pub struct SessionTrace {
+    pub events: Vec<TraceEvent>,
+    pub environment: Option<Environment>,
+}
+
+impl SessionTrace {
+    pub fn push(&mut self, event: TraceEvent) {
+        self.events.push(event);
+    }
+
+    pub fn add_environment(&mut self, environment: Environment) {
+        match &mut self.environment {
+            Some(known) => known.merge(environment),
+            None => self.environment = Some(environment),
+        }
+    }
+
+    /// Orders events by time; events of one time keep their arrival order.
+    pub fn finish(&mut self) {
+        self.events.sort_by_key(|event| event.t);
+    }
+}

@@ -1,0 +1,252 @@
+//! `telltale score` and `telltale sql`: scoring runs and SQL over the lake from the shell, and
+//! the scorer set-up shared with `serve`.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use catalog::{Catalog, LakeFileKind, RunProgress, RunStatus, SurveyId};
+use datafusion::execution::context::SQLOptions;
+use ingest::Ingestor;
+use ingest::lake::Lake;
+use query::LakeQuery;
+use scorer::{Model, RunEnd, Scorer, ScoringSettings};
+
+use crate::cli::{ScoringArgs, SqlFormat, StorageArgs};
+
+/// Loads the model `args` names, or the built-in one.
+pub fn load_model(args: &ScoringArgs) -> anyhow::Result<Model> {
+    match &args.model {
+        Some(path) => {
+            let json = std::fs::read_to_string(path)
+                .with_context(|| format!("reading model file {}", path.display()))?;
+            Model::from_json(&json).with_context(|| format!("model file {}", path.display()))
+        }
+        None => Ok(Model::default_model()?),
+    }
+}
+
+/// The scorer a server or the command line works runs with.
+pub fn build_scorer(
+    catalog: Arc<dyn Catalog>,
+    lake: Lake,
+    args: &ScoringArgs,
+    ingestor: Option<Ingestor>,
+    owner: String,
+) -> anyhow::Result<Scorer> {
+    let threads = std::thread::available_parallelism().map_or(2, usize::from);
+    let query = LakeQuery::new(lake.store().clone(), threads)?;
+    Ok(Scorer {
+        catalog,
+        lake,
+        query,
+        model: Arc::new(load_model(args)?),
+        ingestor,
+        settings: ScoringSettings {
+            chunk_sessions: args.scoring_chunk_sessions.max(1),
+            max_events_per_pass: args.scoring_max_events_per_pass.max(1),
+            pause_between_chunks: Duration::from_millis(args.scoring_pause_ms),
+            ..ScoringSettings::default()
+        },
+        owner,
+    })
+}
+
+async fn open_storage(storage: &StorageArgs) -> anyhow::Result<(Arc<dyn Catalog>, Lake)> {
+    std::fs::create_dir_all(&storage.data_dir)
+        .with_context(|| format!("creating data dir {}", storage.data_dir.display()))?;
+    let url = storage.catalog_url();
+    let catalog = catalog::open(&url)
+        .await
+        .with_context(|| format!("opening catalog {url}"))?;
+    let lake = Lake::open(&storage.lake_url()).context("opening the lake")?;
+    Ok((catalog, lake))
+}
+
+/// `telltale score --survey ID [--force]`.
+pub async fn score(
+    storage: &StorageArgs,
+    survey: &str,
+    force: bool,
+    json: bool,
+    args: &ScoringArgs,
+) -> anyhow::Result<()> {
+    let survey = SurveyId::parse(survey)
+        .with_context(|| format!("{survey:?} is not a survey id (24 hex characters)"))?;
+    let (catalog, lake) = open_storage(storage).await?;
+    if catalog.survey_by_id(&survey).await?.is_none() {
+        bail!("no survey {survey} in this catalog");
+    }
+    let owner = format!("cli-{}", &catalog::ids::random_hex24()[..12]);
+    let scorer = build_scorer(catalog.clone(), lake, args, None, owner)?;
+    let (run, created) = catalog.start_scoring_run(&survey, force).await?;
+    if !created {
+        eprintln!(
+            "run {} is already active for this survey; following it{}",
+            run.id,
+            if run.force == force {
+                ""
+            } else {
+                " (its force setting differs)"
+            }
+        );
+    }
+    let bar = ProgressBar::default();
+    let end = scorer
+        .execute(&run.id, &|progress| bar.show(progress))
+        .await?;
+    if end == RunEnd::Abandoned {
+        // Another worker (a server) holds the run: follow it until it ends.
+        loop {
+            let current = catalog
+                .scoring_run(&survey, &run.id)
+                .await?
+                .context("the run disappeared")?;
+            bar.show(&RunProgress {
+                total: current.total,
+                scored: current.scored,
+                skipped: current.skipped,
+                failed: current.failed,
+                failures: Vec::new(),
+            });
+            if current.status != RunStatus::Running {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    bar.finish();
+    let done = catalog
+        .scoring_run(&survey, &run.id)
+        .await?
+        .context("the run disappeared")?;
+    if json {
+        let view = crate::http::scoring::ScoringRunView::from(done.clone());
+        println!("{}", serde_json::to_string(&view)?);
+    } else {
+        println!(
+            "run {} {}: {} sessions, {} scored, {} skipped, {} failed (model {})",
+            done.id,
+            done.status.as_str(),
+            done.total,
+            done.scored,
+            done.skipped,
+            done.failed,
+            scorer.model.version
+        );
+        for failure in &done.failures {
+            println!("  failed {}: {}", failure.session_id, failure.message);
+        }
+        if let Some(error) = &done.error {
+            println!("  error: {error}");
+        }
+    }
+    match done.status {
+        RunStatus::Completed => Ok(()),
+        status => bail!("the run ended {}", status.as_str()),
+    }
+}
+
+/// A one-line progress bar on stderr.
+#[derive(Debug, Default)]
+struct ProgressBar {
+    drawn: std::sync::atomic::AtomicBool,
+}
+
+impl ProgressBar {
+    fn show(&self, progress: &RunProgress) {
+        const WIDTH: u64 = 30;
+        let done = progress.scored + progress.skipped + progress.failed;
+        let filled = (done * WIDTH).checked_div(progress.total).unwrap_or(WIDTH);
+        let bar: String = (0..WIDTH)
+            .map(|i| if i < filled { '#' } else { '-' })
+            .collect();
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r[{bar}] {done}/{} sessions (scored {}, skipped {}, failed {})",
+            progress.total, progress.scored, progress.skipped, progress.failed
+        );
+        let _ = err.flush();
+        self.drawn.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn finish(&self) {
+        if self.drawn.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!();
+        }
+    }
+}
+
+/// Registers the lake's tables (`events`, `features`, `scores`) over their live files.
+pub async fn register_lake_tables(query: &LakeQuery, catalog: &dyn Catalog) -> anyhow::Result<()> {
+    let tables = [
+        (
+            "events",
+            LakeFileKind::Events,
+            ingest::events_file::EVENTS_SCHEMA.clone(),
+        ),
+        (
+            "features",
+            LakeFileKind::Features,
+            scorer::tables::FEATURES_SCHEMA.clone(),
+        ),
+        (
+            "scores",
+            LakeFileKind::Scores,
+            scorer::tables::SCORES_SCHEMA.clone(),
+        ),
+    ];
+    for (name, kind, schema) in tables {
+        let paths: Vec<String> = catalog
+            .live_files(kind, None)
+            .await?
+            .into_iter()
+            .map(|file| file.file.path)
+            .collect();
+        query.register(name, schema, &paths)?;
+    }
+    Ok(())
+}
+
+/// `telltale sql "..."`: read-only SQL over the lake.
+pub async fn sql(storage: &StorageArgs, text: &str, format: SqlFormat) -> anyhow::Result<()> {
+    let (catalog, lake) = open_storage(storage).await?;
+    let threads = std::thread::available_parallelism().map_or(2, usize::from);
+    let query = LakeQuery::new(lake.store().clone(), threads)?;
+    register_lake_tables(&query, catalog.as_ref()).await?;
+    // Queries only: no DDL (external tables over arbitrary paths), no DML, no `SET`.
+    let options = SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let frame = query.context().sql_with_options(text, options).await?;
+    let batches = frame.collect().await?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match format {
+        SqlFormat::Table => {
+            writeln!(
+                out,
+                "{}",
+                arrow::util::pretty::pretty_format_batches(&batches)?
+            )?;
+        }
+        SqlFormat::Csv => {
+            let mut writer = arrow::csv::Writer::new(&mut out);
+            for batch in &batches {
+                writer.write(batch)?;
+            }
+        }
+        SqlFormat::Json => {
+            let mut writer = arrow::json::ArrayWriter::new(&mut out);
+            for batch in &batches {
+                writer.write(batch)?;
+            }
+            writer.finish()?;
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
