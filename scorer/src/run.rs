@@ -14,6 +14,7 @@ use catalog::{
     Catalog, LakeFileKind, NewLakeFile, NewScore, RunControl, RunId, RunOutcome, RunProgress,
     ScoringFailure, ScoringRun, SurveyId,
 };
+use futures::TryStreamExt;
 use ingest::Ingestor;
 use ingest::lake::Lake;
 use parking_lot::Mutex;
@@ -191,6 +192,7 @@ impl Scorer {
         if run.cancel_requested_at.is_some() {
             return Err(Stop::Canceled);
         }
+        self.remove_unpublished(run).await?;
         if let Some(ingestor) = &self.ingestor {
             ingestor
                 .make_visible()
@@ -249,6 +251,34 @@ impl Scorer {
                 self.report(run, progress, on_progress).await?;
                 if !self.settings.pause_between_chunks.is_zero() {
                     tokio::time::sleep(self.settings.pause_between_chunks).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes files an earlier attempt at this run uploaded but never published (it died
+    /// between the upload and the catalog commit), so folder readers see only published rows.
+    /// That attempt has lost the run, and its fenced commit could no longer succeed.
+    async fn remove_unpublished(&self, run: &ScoringRun) -> Result<(), Stop> {
+        for kind in [LakeFileKind::Features, LakeFileKind::Scores] {
+            let live: HashSet<String> = self
+                .catalog
+                .live_files(kind, Some(&run.survey_id))
+                .await?
+                .into_iter()
+                .map(|file| file.file.path)
+                .collect();
+            let folder = format!("{}/survey_id={}", kind.as_str(), run.survey_id);
+            let prefix = object_store::path::Path::from(folder.as_str());
+            let objects: Vec<object_store::ObjectMeta> =
+                self.lake.store().list(Some(&prefix)).try_collect().await?;
+            let ours = format!("{folder}/{}-", run.id);
+            for object in objects {
+                let path = object.location.to_string();
+                if path.starts_with(&ours) && !live.contains(&path) {
+                    tracing::info!(path, "removing an unpublished scoring file");
+                    self.lake.delete(&path).await?;
                 }
             }
         }

@@ -13,4 +13,5 @@ mod lookup;
 mod provisioning;
 mod rate_limit;
 mod routes;
+mod scoring;
 mod tombstone;
