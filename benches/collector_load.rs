@@ -25,68 +25,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+
+mod common;
+use common::{start_server, watch_rss};
 
 const EVENTS_PER_BATCH: usize = 20;
-
-struct Server {
-    child: Child,
-    base: String,
-    key: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server(data_dir: &std::path::Path) -> anyhow::Result<Server> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_telltale"))
-        .args(["serve", "--bind", "127.0.0.1:0", "--collector-ip-rate", "0"])
-        .args([
-            "--collector-identifier-rate",
-            "0",
-            "--log-filter",
-            "warn",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        // Extra server flags for experiments, e.g. BENCH_SERVER_ARGS="--flush-bytes 1000000000".
-        .args(
-            std::env::var("BENCH_SERVER_ARGS")
-                .unwrap_or_default()
-                .split_whitespace(),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting telltale")?;
-    let stdout = child.stdout.take().context("no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let mut key = None;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        let Some(line) = lines.next() else {
-            bail!("telltale exited early")
-        };
-        let line = line?;
-        if let Some(value) = line.strip_prefix("TELLTALE_INTEGRATION_KEY=") {
-            key = Some(value.to_owned());
-        }
-        if let Some(address) = line.strip_prefix("telltale listening on ") {
-            // Keep draining stdout so the server never blocks on a full pipe.
-            std::thread::spawn(move || for _ in lines {});
-            return Ok(Server {
-                child,
-                base: address.to_owned(),
-                key: key.context("no key printed")?,
-            });
-        }
-    }
-    bail!("telltale did not start in time")
-}
 
 /// A small fast PRNG (xorshift64*): generating bodies must not dominate the client's CPU.
 struct Rng(u64);
@@ -123,34 +67,6 @@ fn pointer_batch(rng: &mut Rng, state: &mut (i64, i64, i64)) -> String {
     }
     body.push_str("]}");
     body
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("VmRSS:"))
-                .and_then(|line| {
-                    line.split_whitespace()
-                        .nth(1)
-                        .and_then(|kib| kib.parse().ok())
-                })
-        })
-        .unwrap_or(0)
-}
-
-/// Samples the server's RSS every 100 ms until stopped; returns the peak in KiB.
-fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || {
-        let mut peak = 0;
-        while !stop.load(Ordering::Relaxed) {
-            peak = peak.max(rss_kib(pid));
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        peak
-    })
 }
 
 struct Throughput {
@@ -314,7 +230,7 @@ async fn main() -> anyhow::Result<()> {
         .max(1);
     let phase = Duration::from_secs(seconds);
     let data_dir = tempfile::tempdir()?;
-    let mut server = start_server(data_dir.path())?;
+    let mut server = start_server(data_dir.path(), &[])?;
     let pid = server.child.id();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(connections)

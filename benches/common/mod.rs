@@ -1,0 +1,105 @@
+//! What the benchmarks share: the real `telltale` server process and its memory.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// A `telltale serve` started by a benchmark; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub key: String,
+}
+
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the release binary on `data_dir` with the collector limits off (all load comes from
+/// one address), plus `extra` flags and any in `BENCH_SERVER_ARGS`.
+pub fn start_server(data_dir: &std::path::Path, extra: &[&str]) -> anyhow::Result<Server> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_telltale"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--collector-ip-rate", "0"])
+        .args([
+            "--collector-identifier-rate",
+            "0",
+            "--log-filter",
+            "warn",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .args(extra)
+        // Extra server flags for experiments, e.g. BENCH_SERVER_ARGS="--flush-bytes 1000000000".
+        .args(
+            std::env::var("BENCH_SERVER_ARGS")
+                .unwrap_or_default()
+                .split_whitespace(),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting telltale")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut key = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let Some(line) = lines.next() else {
+            bail!("telltale exited early")
+        };
+        let line = line?;
+        if let Some(value) = line.strip_prefix("TELLTALE_INTEGRATION_KEY=") {
+            key = Some(value.to_owned());
+        }
+        if let Some(address) = line.strip_prefix("telltale listening on ") {
+            // Keep draining stdout so the server never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            return Ok(Server {
+                child,
+                base: address.to_owned(),
+                key: key.context("no key printed")?,
+            });
+        }
+    }
+    bail!("telltale did not start in time")
+}
+
+/// Resident set size of `pid` in KiB (0 once it has exited).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| {
+                    line.split_whitespace()
+                        .nth(1)
+                        .and_then(|kib| kib.parse().ok())
+                })
+        })
+        .unwrap_or(0)
+}
+
+/// Samples the server's RSS every 100 ms until stopped; returns the peak in KiB.
+pub fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut peak = 0;
+        while !stop.load(Ordering::Relaxed) {
+            peak = peak.max(rss_kib(pid));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        peak
+    })
+}
+

@@ -1,0 +1,333 @@
+//! Scoring-run benchmark: `cargo bench --bench scoring_run`.
+//!
+//! Against the real release `telltale serve` on a temporary data dir:
+//!
+//! 1. loads a survey of `BENCH_EVENTS` (default 10 million) events through the collector:
+//!    synthetic sessions (80 % human-like, 20 % automation) of about 100-300 events each;
+//! 2. starts a scoring run and polls it to the end: end-to-end events/s and sessions/s, from the
+//!    start request to `completed` (this includes flushing the log, reading the lake, features,
+//!    model, writing `features/` and `scores/` and the catalog), and the server's peak RSS
+//!    during the run;
+//! 3. times DuckDB (Python package, 2 threads) computing plain per-session aggregates of
+//!    inter-event time (count, min, max, mean, standard deviation) over the same Parquet files,
+//!    and reports our time / DuckDB's;
+//! 4. loads a second survey of `BENCH_LOOKUP_SESSIONS` (default 1 million) small sessions,
+//!    scores it, and times `BENCH_LOOKUPS` (default 2000) lookups of 100 random references:
+//!    p50 and p99 latency.
+//!
+//! Environment: `BENCH_EVENTS`, `BENCH_LOOKUP_SESSIONS`, `BENCH_LOOKUPS`, `BENCH_CONNECTIONS`
+//! (default 16), `BENCH_SERVER_ARGS` (extra `serve` flags).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use scorer::synthetic::{Behaviour, Rng, session};
+use serde_json::{Value, json};
+
+mod common;
+use common::{Server, start_server, watch_rss};
+
+/// Events per collector request (the collector takes up to 1000).
+const EVENTS_PER_REQUEST: usize = 250;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn provision(client: &reqwest::Client, server: &Server, name: &str) -> anyhow::Result<(String, String)> {
+    let reply: Value = client
+        .put(format!("{}/integrations/v1/surveys/{name}", server.base))
+        .bearer_auth(&server.key)
+        .json(&json!({ "name": name }))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let data = &reply["data"];
+    Ok((
+        data["surveyId"].as_str().context("surveyId")?.to_owned(),
+        data["trackingKey"].as_str().context("trackingKey")?.to_owned(),
+    ))
+}
+
+/// One generated session: its identifier (also its reference) and its events' JSON.
+fn generated_session(index: u64, small: bool) -> (String, Vec<String>) {
+    let mut rng = Rng::new(index);
+    let reference = format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        rng.next_u64() as u32,
+        rng.next_u64() as u16,
+        rng.next_u64() & 0xfff,
+        rng.next_u64() & 0xfff,
+        rng.next_u64() & 0xffff_ffff_ffff
+    );
+    let behaviour = match index % 10 {
+        0 => Behaviour::NaiveBot,
+        1 => Behaviour::StealthBot,
+        _ => Behaviour::Human,
+    };
+    let t0 = 1_763_800_000_000 + (index as i64 % 100_000) * 1000;
+    let mut events = session(behaviour, &reference, &reference, t0, 1, index);
+    if small {
+        events.truncate(5);
+    }
+    (reference, events)
+}
+
+/// Posts generated sessions `from..` until `enough(sessions, events)`; returns (sessions,
+/// events, references).
+async fn load_survey(
+    client: &reqwest::Client,
+    server: &Server,
+    tracking_key: &str,
+    connections: usize,
+    small: bool,
+    enough: impl Fn(u64, u64) -> bool + Send + Sync + 'static,
+) -> anyhow::Result<(u64, u64, Vec<String>)> {
+    let next = Arc::new(AtomicU64::new(0));
+    let events_sent = Arc::new(AtomicU64::new(0));
+    let sessions_sent = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let enough = Arc::new(enough);
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let (client, next, events_sent, sessions_sent, done, enough) = (
+            client.clone(),
+            next.clone(),
+            events_sent.clone(),
+            sessions_sent.clone(),
+            done.clone(),
+            enough.clone(),
+        );
+        let base = format!("{}/event/{tracking_key}", server.base);
+        tasks.push(tokio::spawn(async move {
+            let mut references = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let (reference, events) = generated_session(index, small);
+                for chunk in events.chunks(EVENTS_PER_REQUEST) {
+                    let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
+                    let reply = client
+                        .post(format!("{base}/{reference}"))
+                        .header("content-type", "text/plain")
+                        .body(body)
+                        .send()
+                        .await?;
+                    if reply.status().as_u16() != 201 {
+                        bail!("collector answered {}", reply.status());
+                    }
+                }
+                references.push(reference);
+                let events = events_sent.fetch_add(events.len() as u64, Ordering::Relaxed)
+                    + events.len() as u64;
+                let sessions = sessions_sent.fetch_add(1, Ordering::Relaxed) + 1;
+                if enough(sessions, events) {
+                    done.store(true, Ordering::Relaxed);
+                }
+            }
+            Ok(references)
+        }));
+    }
+    let mut references = Vec::new();
+    for task in tasks {
+        references.extend(task.await??);
+    }
+    Ok((
+        sessions_sent.load(Ordering::Relaxed),
+        events_sent.load(Ordering::Relaxed),
+        references,
+    ))
+}
+
+/// Starts a run and polls it to its end; returns the run and the wall time.
+async fn score(client: &reqwest::Client, server: &Server, survey: &str) -> anyhow::Result<(Value, Duration)> {
+    let started = Instant::now();
+    let url = format!("{}/integrations/v1/surveys/{survey}/scoring-runs", server.base);
+    let run: Value = client
+        .post(&url)
+        .bearer_auth(&server.key)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let id = run["data"]["id"].as_str().context("run id")?.to_owned();
+    loop {
+        let run: Value = client
+            .get(format!("{url}/{id}"))
+            .bearer_auth(&server.key)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        if run["data"]["status"] != "running" {
+            return Ok((run["data"].clone(), started.elapsed()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// DuckDB's time for plain per-session aggregates over `glob`, measured inside Python.
+fn duckdb_seconds(glob: &str) -> anyhow::Result<(f64, u64)> {
+    let script = format!(
+        r#"
+import duckdb, time
+con = duckdb.connect()
+con.execute("SET threads = 2")
+query = """
+SELECT session_id, count(*) AS n, min(dt), max(dt), avg(dt), stddev_samp(dt)
+FROM (SELECT session_id,
+             epoch_ms(event_time) - lag(epoch_ms(event_time))
+                 OVER (PARTITION BY session_id ORDER BY event_time) AS dt
+      FROM read_parquet('{glob}'))
+GROUP BY session_id
+"""
+start = time.perf_counter()
+rows = con.execute(query).fetchall()
+print(time.perf_counter() - start, len(rows))
+"#
+    );
+    let output = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .context("running python3 for DuckDB")?;
+    if !output.status.success() {
+        bail!("DuckDB failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let text = String::from_utf8(output.stdout)?;
+    let mut parts = text.split_whitespace();
+    let seconds: f64 = parts.next().context("seconds")?.parse()?;
+    let sessions: u64 = parts.next().context("rows")?.parse()?;
+    Ok((seconds, sessions))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let target_events = env_number("BENCH_EVENTS", 10_000_000);
+    let lookup_sessions = env_number("BENCH_LOOKUP_SESSIONS", 1_000_000);
+    let lookups = env_number("BENCH_LOOKUPS", 2000);
+    let connections = env_number("BENCH_CONNECTIONS", 16) as usize;
+    let data_dir = tempfile::tempdir()?;
+    let server = start_server(data_dir.path(), &["--api-rate-per-minute", "100000000"])?;
+    let pid = server.child.id();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(connections)
+        .timeout(Duration::from_secs(3600))
+        .build()?;
+
+    // 1. The throughput survey.
+    let (survey, tracking_key) = provision(&client, &server, "bench-throughput").await?;
+    let loading = Instant::now();
+    let (sessions, events, _) = load_survey(&client, &server, &tracking_key, connections, false, move |_, events| {
+        events >= target_events
+    })
+    .await?;
+    let load_time = loading.elapsed();
+    println!(
+        "scoring_run: loaded {sessions} sessions, {events} events through the collector in {:.1} s ({:.0} events/s)",
+        load_time.as_secs_f64(),
+        events as f64 / load_time.as_secs_f64()
+    );
+
+    // 2. The run, with the server's memory watched.
+    let baseline_rss = common::rss_kib(pid);
+    let stop = Arc::new(AtomicBool::new(false));
+    let rss = watch_rss(pid, stop.clone());
+    let (run, elapsed) = score(&client, &server, &survey).await?;
+    stop.store(true, Ordering::Relaxed);
+    let peak_rss = rss.join().unwrap_or(0);
+    if run["status"] != "completed" {
+        bail!("the run did not complete: {run}");
+    }
+    let seconds = elapsed.as_secs_f64();
+    println!(
+        "  run: {} sessions scored, {} failed, in {seconds:.2} s = {:.0} events/s, {:.0} sessions/s  (target >= 2,000,000 events/s)",
+        run["scored"],
+        run["failed"],
+        events as f64 / seconds,
+        sessions as f64 / seconds
+    );
+    println!(
+        "  server RSS: {:.1} MiB before the run, peak {:.1} MiB during it  (target <= 2048)",
+        baseline_rss as f64 / 1024.0,
+        peak_rss as f64 / 1024.0
+    );
+
+    // 3. DuckDB over the same files.
+    let glob = format!(
+        "{}/lake/events/survey_id={survey}/*/*.parquet",
+        data_dir.path().display()
+    );
+    let (duck_seconds, duck_sessions) = duckdb_seconds(&glob)?;
+    println!(
+        "  DuckDB per-session aggregates: {duck_seconds:.2} s for {duck_sessions} sessions; ours / DuckDB = {:.2}  (target <= 1.5)",
+        seconds / duck_seconds
+    );
+
+    // 4. Lookup on a survey of many scored sessions.
+    if lookup_sessions > 0 {
+        let (survey, tracking_key) = provision(&client, &server, "bench-lookup").await?;
+        let loading = Instant::now();
+        let (sessions, events, references) = load_survey(&client, &server, &tracking_key, connections, true, move |sessions, _| {
+            sessions >= lookup_sessions
+        })
+        .await?;
+        println!(
+            "  lookup survey: {sessions} sessions ({events} events) loaded in {:.1} s",
+            loading.elapsed().as_secs_f64()
+        );
+        let (run, elapsed) = score(&client, &server, &survey).await?;
+        println!(
+            "  lookup survey run: {} scored in {:.2} s = {:.0} sessions/s",
+            run["scored"],
+            elapsed.as_secs_f64(),
+            sessions as f64 / elapsed.as_secs_f64()
+        );
+        let url = format!("{}/integrations/v1/surveys/{survey}/sessions/lookup", server.base);
+        let mut rng = Rng::new(7);
+        let mut latencies = Vec::with_capacity(lookups as usize);
+        for _ in 0..lookups {
+            let picked: Vec<&String> = (0..100)
+                .map(|_| &references[(rng.next_u64() % references.len() as u64) as usize])
+                .collect();
+            let body = json!({ "externalReferences": picked }).to_string();
+            let started = Instant::now();
+            let reply = client
+                .post(&url)
+                .bearer_auth(&server.key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await?;
+            let status = reply.status();
+            let rows: Value = reply.json().await?;
+            latencies.push(started.elapsed());
+            if !status.is_success() || rows["data"][0]["scoreBand"].is_null() {
+                bail!("lookup failed: {status} {rows}");
+            }
+        }
+        latencies.sort();
+        println!(
+            "  lookup of 100 references, {lookups} requests: p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  (target p99 <= 5)",
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99),
+            percentile(&latencies, 1.0)
+        );
+    }
+    Ok(())
+}
