@@ -1,0 +1,323 @@
+/*! Telltale embed v1. Captures behavioural signals (never answers, key values or field names)
+ * and sends them in batches to the Telltale collector. Fails open: nothing here may break the
+ * page, block input or throw into it. */
+(function (global) {
+  "use strict";
+  if (global.Telltale && global.Telltale.version) return;
+
+  var VERSION = "1.0.0";
+  var MOVE_INTERVAL_MS = 16;      // coalesce pointer and touch moves to one per frame
+  var FLUSH_INTERVAL_MS = 2000;   // send at least this often while events arrive
+  var MAX_BATCH_EVENTS = 200;     // well under the collector's 1000 events per batch
+  var MAX_BATCH_BYTES = 60000;    // under sendBeacon's 64 KiB budget and the 1 MiB body limit
+  var MAX_FAILURES = 5;           // consecutive failures before the embed stops for good
+  var MAX_QUEUE = 5000;           // events kept while the collector is unreachable
+
+  var state = null;
+
+  function now() { return Date.now(); }
+
+  function keyClass(key) {
+    if (typeof key !== "string") return "other";
+    if (key.length === 1) {
+      if (key === " ") return "space";
+      return key >= "0" && key <= "9" ? "digit" : "char";
+    }
+    switch (key) {
+      case "Backspace": return "backspace";
+      case "Delete": return "delete";
+      case "Enter": return "enter";
+      case "Tab": return "tab";
+      case "ArrowUp": case "ArrowDown": case "ArrowLeft": case "ArrowRight": return "arrow";
+      case "Shift": case "Control": case "Alt": case "Meta": case "CapsLock": case "AltGraph":
+        return "modifier";
+      default: return "other";
+    }
+  }
+
+  function targetKind(el) {
+    try {
+      for (var node = el; node && node.nodeType === 1; node = node.parentNode) {
+        var tag = node.tagName;
+        if (tag === "A") return "link";
+        if (tag === "BUTTON") return "button";
+        if (tag === "TEXTAREA") return "text";
+        if (tag === "SELECT" || tag === "OPTION" || tag === "LABEL") return "choice";
+        if (tag === "INPUT") {
+          var type = (node.type || "text").toLowerCase();
+          if (type === "radio" || type === "checkbox" || type === "range") return "choice";
+          if (type === "submit" || type === "button" || type === "reset") return "button";
+          return "text";
+        }
+        if (node.isContentEditable) return "text";
+      }
+    } catch (e) { /* fall through */ }
+    return "other";
+  }
+
+  // Field identity is a per-page index in order of first use: never a name, id or value.
+  var fieldIndexes = typeof WeakMap === "function" ? new WeakMap() : null;
+  var nextField = 0;
+  var lengths = typeof WeakMap === "function" ? new WeakMap() : null;
+
+  function fieldIndex(el) {
+    if (!fieldIndexes || !el || typeof el !== "object") return -1;
+    if (!fieldIndexes.has(el)) fieldIndexes.set(el, nextField++);
+    return fieldIndexes.get(el);
+  }
+
+  // Only the length of a field's content is read, to report how much an input added or removed.
+  function valueLength(el) {
+    try {
+      if (el && typeof el.value === "string") return el.value.length;
+      if (el && el.isContentEditable) return (el.textContent || "").length;
+    } catch (e) { /* fall through */ }
+    return 0;
+  }
+
+  function push(type, data) {
+    if (!state || state.stopped) return;
+    if (state.queue.length >= MAX_QUEUE) state.queue.shift();
+    state.queue.push({ type: type, timestamp: now(), data: data || {} });
+    if (state.queue.length >= MAX_BATCH_EVENTS) flush(false);
+    else if (!state.timer) state.timer = setTimeout(function () { guarded(flush)(false); }, FLUSH_INTERVAL_MS);
+  }
+
+  function takeBatch() {
+    var events = [];
+    var bytes = 12;
+    while (state.queue.length && events.length < MAX_BATCH_EVENTS) {
+      var text = JSON.stringify(state.queue[0]);
+      if (events.length && bytes + text.length + 1 > MAX_BATCH_BYTES) break;
+      events.push(text);
+      bytes += text.length + 1;
+      state.queue.shift();
+    }
+    return '{"events":[' + events.join(",") + "]}";
+  }
+
+  function stop() {
+    if (!state) return;
+    state.stopped = true;
+    state.queue = [];
+    if (state.timer) clearTimeout(state.timer);
+    for (var i = 0; i < state.listeners.length; i++) {
+      var l = state.listeners[i];
+      try { l[0].removeEventListener(l[1], l[2], l[3]); } catch (e) { /* ignore */ }
+    }
+    state.listeners = [];
+  }
+
+  function flush(unloading) {
+    if (!state || state.stopped) return;
+    if (state.timer) { clearTimeout(state.timer); state.timer = null; }
+    if (!state.queue.length) return;
+    if (state.inFlight && !unloading) {
+      state.timer = setTimeout(function () { guarded(flush)(false); }, FLUSH_INTERVAL_MS);
+      return;
+    }
+    if (!unloading && now() < state.retryAt) {
+      state.timer = setTimeout(function () { guarded(flush)(false); }, state.retryAt - now());
+      return;
+    }
+    var body = takeBatch();
+    if (unloading && navigator.sendBeacon) {
+      try {
+        navigator.sendBeacon(state.url, new Blob([body], { type: "text/plain" }));
+      } catch (e) { /* nothing more can be done while the page goes away */ }
+      if (state.queue.length) flush(true);
+      return;
+    }
+    if (typeof fetch !== "function") return;
+    state.inFlight = true;
+    fetch(state.url, {
+      method: "POST",
+      body: body,
+      headers: { "Content-Type": "text/plain" },
+      keepalive: body.length < 60000,
+      credentials: "omit",
+      mode: "cors"
+    }).then(function (response) {
+      state.inFlight = false;
+      if (response.status === 202) {
+        // The session was deleted: stop collecting for it.
+        return response.json().then(function (result) {
+          if (result && result.deleted) stop();
+        }, function () { /* ignore */ });
+      }
+      if (response.ok) { state.failures = 0; state.retryAt = 0; }
+      else failed();
+    }, function () {
+      state.inFlight = false;
+      failed();
+    }).then(null, function () { /* never throw into the page */ });
+  }
+
+  function failed() {
+    state.failures += 1;
+    if (state.failures >= MAX_FAILURES) { stop(); return; }
+    state.retryAt = now() + Math.min(30000, 1000 * Math.pow(2, state.failures));
+    if (!state.timer) state.timer = setTimeout(function () { guarded(flush)(false); }, state.retryAt - now());
+  }
+
+  // Every handler runs inside try/catch: a bug here must never surface in the page.
+  function guarded(fn) {
+    return function () {
+      try { return fn.apply(this, arguments); } catch (e) { return undefined; }
+    };
+  }
+
+  function listen(target, type, handler) {
+    var options = { capture: true, passive: true };
+    var wrapped = guarded(handler);
+    try {
+      target.addEventListener(type, wrapped, options);
+      state.listeners.push([target, type, wrapped, options]);
+    } catch (e) { /* ignore */ }
+  }
+
+  function round(v) { return typeof v === "number" && isFinite(v) ? Math.round(v) : 0; }
+
+  function attach() {
+    var lastMove = 0;
+    var lastTouchMove = 0;
+    listen(document, "pointermove", function (e) {
+      var t = now();
+      if (t - lastMove < MOVE_INTERVAL_MS) return;
+      lastMove = t;
+      push("pointermove", { x: round(e.clientX), y: round(e.clientY), pointerType: e.pointerType || "mouse", trusted: e.isTrusted });
+    });
+    var press = function (type) {
+      return function (e) {
+        push(type, { x: round(e.clientX), y: round(e.clientY), pointerType: e.pointerType || "mouse", trusted: e.isTrusted, button: e.button, target: targetKind(e.target) });
+      };
+    };
+    listen(document, "pointerdown", press("pointerdown"));
+    listen(document, "pointerup", press("pointerup"));
+    listen(document, "click", function (e) {
+      push("click", { x: round(e.clientX), y: round(e.clientY), trusted: e.isTrusted, button: e.button, target: targetKind(e.target) });
+    });
+    var key = function (type) {
+      return function (e) {
+        push(type, { keyClass: keyClass(e.key), trusted: e.isTrusted, repeat: !!e.repeat });
+      };
+    };
+    listen(document, "keydown", key("keydown"));
+    listen(document, "keyup", key("keyup"));
+    listen(document, "focusin", function (e) {
+      var el = e.target;
+      if (lengths && el && typeof el === "object") lengths.set(el, valueLength(el));
+    });
+    listen(document, "input", function (e) {
+      var el = e.target;
+      var before = lengths && lengths.has(el) ? lengths.get(el) : 0;
+      var after = valueLength(el);
+      if (lengths && el && typeof el === "object") lengths.set(el, after);
+      push("input", { inputType: e.inputType || "unknown", lengthDelta: after - before, field: fieldIndex(el) });
+    });
+    listen(document, "paste", function (e) {
+      var length = 0;
+      try { length = ((e.clipboardData && e.clipboardData.getData("text")) || "").length; } catch (x) { /* ignore */ }
+      push("paste", { length: length, field: fieldIndex(e.target) });
+    });
+    listen(document, "copy", function () { push("copy", {}); });
+    listen(document, "cut", function () { push("cut", {}); });
+    var lastScroll = 0;
+    listen(global, "scroll", function () {
+      var t = now();
+      if (t - lastScroll < MOVE_INTERVAL_MS) return;
+      lastScroll = t;
+      push("scroll", { x: round(global.scrollX), y: round(global.scrollY) });
+    });
+    listen(global, "wheel", function (e) {
+      push("wheel", { dx: e.deltaX, dy: e.deltaY, deltaMode: e.deltaMode, trusted: e.isTrusted });
+    });
+    var touch = function (type, coalesce) {
+      return function (e) {
+        var t = now();
+        if (coalesce) {
+          if (t - lastTouchMove < MOVE_INTERVAL_MS) return;
+          lastTouchMove = t;
+        }
+        var p = (e.changedTouches && e.changedTouches[0]) || {};
+        push(type, { x: round(p.clientX), y: round(p.clientY), force: typeof p.force === "number" ? p.force : 0, radius: typeof p.radiusX === "number" ? p.radiusX : 0, trusted: e.isTrusted });
+      };
+    };
+    listen(document, "touchstart", touch("touchstart", false));
+    listen(document, "touchmove", touch("touchmove", true));
+    listen(document, "touchend", touch("touchend", false));
+    listen(global, "focus", function () { push("focus", {}); });
+    listen(global, "blur", function () { push("blur", {}); });
+    listen(document, "visibilitychange", function () {
+      push("visibility", { state: document.visibilityState });
+      if (document.visibilityState === "hidden") flush(true);
+    });
+    listen(global, "resize", function () {
+      push("resize", { width: round(global.innerWidth), height: round(global.innerHeight) });
+    });
+    listen(document, "submit", function () { push("submit", {}); flush(false); });
+    listen(global, "pagehide", function () { push("pagehide", {}); flush(true); });
+  }
+
+  function sessionEvent(options) {
+    var nav = global.navigator || {};
+    var scr = global.screen || {};
+    var loc = global.location || {};
+    push("session", {
+      sessionId: options.sessionId,
+      interviewId: options.interviewId,
+      embedVersion: VERSION,
+      origin: loc.origin || "",
+      path: loc.pathname || "",
+      userAgent: nav.userAgent || "",
+      languages: nav.languages ? Array.prototype.slice.call(nav.languages, 0, 5) : [],
+      timezoneOffset: new Date().getTimezoneOffset(),
+      screenWidth: round(scr.width),
+      screenHeight: round(scr.height),
+      viewportWidth: round(global.innerWidth),
+      viewportHeight: round(global.innerHeight),
+      devicePixelRatio: global.devicePixelRatio || 1,
+      maxTouchPoints: nav.maxTouchPoints || 0,
+      hardwareConcurrency: nav.hardwareConcurrency || 0,
+      webdriver: nav.webdriver === true
+    });
+  }
+
+  var IDENTIFIER = /^[A-Za-z0-9._:-]{1,128}$/;
+
+  /** Starts capture: {trackingKey, sessionId, interviewId, collectorApiUrl}. Returns false when
+   * the options are unusable (the page is not affected either way). */
+  function start(options) {
+    try {
+      if (state || !options) return false;
+      var trackingKey = String(options.trackingKey || "");
+      var sessionId = String(options.sessionId || options.interviewId || "");
+      var base = String(options.collectorApiUrl || "").replace(/\/+$/, "");
+      if (!/^[0-9a-fA-F]{24}$/.test(trackingKey) || !IDENTIFIER.test(sessionId) || !base) return false;
+      state = {
+        url: base + "/" + trackingKey + "/" + encodeURIComponent(sessionId),
+        queue: [], listeners: [], timer: null, inFlight: false, failures: 0, retryAt: 0, stopped: false
+      };
+      sessionEvent({ sessionId: sessionId, interviewId: options.interviewId ? String(options.interviewId) : undefined });
+      attach();
+      return true;
+    } catch (e) {
+      return false;
+    }
+  }
+
+  global.Telltale = { version: VERSION, start: start, stop: guarded(stop), flush: guarded(function () { flush(false); }) };
+
+  // <script src=".../telltale.js" data-tracking-key data-session-id data-interview-id data-collector-api-url>
+  try {
+    var script = document.currentScript;
+    if (script && script.getAttribute("data-tracking-key")) {
+      start({
+        trackingKey: script.getAttribute("data-tracking-key"),
+        sessionId: script.getAttribute("data-session-id"),
+        interviewId: script.getAttribute("data-interview-id"),
+        collectorApiUrl: script.getAttribute("data-collector-api-url")
+      });
+    }
+  } catch (e) { /* fail open */ }
+})(typeof window !== "undefined" ? window : this);
