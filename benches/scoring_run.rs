@@ -39,7 +39,11 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-async fn provision(client: &reqwest::Client, server: &Server, name: &str) -> anyhow::Result<(String, String)> {
+async fn provision(
+    client: &reqwest::Client,
+    server: &Server,
+    name: &str,
+) -> anyhow::Result<(String, String)> {
     let reply: Value = client
         .put(format!("{}/integrations/v1/surveys/{name}", server.base))
         .bearer_auth(&server.key)
@@ -52,7 +56,10 @@ async fn provision(client: &reqwest::Client, server: &Server, name: &str) -> any
     let data = &reply["data"];
     Ok((
         data["surveyId"].as_str().context("surveyId")?.to_owned(),
-        data["trackingKey"].as_str().context("trackingKey")?.to_owned(),
+        data["trackingKey"]
+            .as_str()
+            .context("trackingKey")?
+            .to_owned(),
     ))
 }
 
@@ -146,9 +153,16 @@ async fn load_survey(
 }
 
 /// Starts a run and polls it to its end; returns the run and the wall time.
-async fn score(client: &reqwest::Client, server: &Server, survey: &str) -> anyhow::Result<(Value, Duration)> {
+async fn score(
+    client: &reqwest::Client,
+    server: &Server,
+    survey: &str,
+) -> anyhow::Result<(Value, Duration)> {
     let started = Instant::now();
-    let url = format!("{}/integrations/v1/surveys/{survey}/scoring-runs", server.base);
+    let url = format!(
+        "{}/integrations/v1/surveys/{survey}/scoring-runs",
+        server.base
+    );
     let run: Value = client
         .post(&url)
         .bearer_auth(&server.key)
@@ -233,9 +247,14 @@ async fn main() -> anyhow::Result<()> {
     // 1. The throughput survey.
     let (survey, tracking_key) = provision(&client, &server, "bench-throughput").await?;
     let loading = Instant::now();
-    let (sessions, events, _) = load_survey(&client, &server, &tracking_key, connections, false, move |_, events| {
-        events >= target_events
-    })
+    let (sessions, events, _) = load_survey(
+        &client,
+        &server,
+        &tracking_key,
+        connections,
+        false,
+        move |_, events| events >= target_events,
+    )
     .await?;
     let load_time = loading.elapsed();
     println!(
@@ -283,9 +302,14 @@ async fn main() -> anyhow::Result<()> {
     if lookup_sessions > 0 {
         let (survey, tracking_key) = provision(&client, &server, "bench-lookup").await?;
         let loading = Instant::now();
-        let (sessions, events, references) = load_survey(&client, &server, &tracking_key, connections, true, move |sessions, _| {
-            sessions >= lookup_sessions
-        })
+        let (sessions, events, references) = load_survey(
+            &client,
+            &server,
+            &tracking_key,
+            connections,
+            true,
+            move |sessions, _| sessions >= lookup_sessions,
+        )
         .await?;
         println!(
             "  lookup survey: {sessions} sessions ({events} events) loaded in {:.1} s",
@@ -298,7 +322,10 @@ async fn main() -> anyhow::Result<()> {
             elapsed.as_secs_f64(),
             sessions as f64 / elapsed.as_secs_f64()
         );
-        let url = format!("{}/integrations/v1/surveys/{survey}/sessions/lookup", server.base);
+        let url = format!(
+            "{}/integrations/v1/surveys/{survey}/sessions/lookup",
+            server.base
+        );
         let mut rng = Rng::new(7);
         let mut latencies = Vec::with_capacity(lookups as usize);
         for _ in 0..lookups {

@@ -158,7 +158,7 @@ pub struct ScoringArgs {
     #[arg(
         long,
         env = "TELLTALE_SCORING_MAX_EVENTS_PER_PASS",
-        default_value_t = 8_000_000
+        default_value_t = 12_000_000
     )]
     pub scoring_max_events_per_pass: u64,
 

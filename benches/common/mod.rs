@@ -11,12 +11,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 /// A `telltale serve` started by a benchmark; killed when dropped.
-pub struct Server {
-    pub child: Child,
-    pub base: String,
-    pub key: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
+    pub(crate) key: String,
 }
-
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -27,7 +26,7 @@ impl Drop for Server {
 
 /// Starts the release binary on `data_dir` with the collector limits off (all load comes from
 /// one address), plus `extra` flags and any in `BENCH_SERVER_ARGS`.
-pub fn start_server(data_dir: &std::path::Path, extra: &[&str]) -> anyhow::Result<Server> {
+pub(crate) fn start_server(data_dir: &std::path::Path, extra: &[&str]) -> anyhow::Result<Server> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_telltale"))
         .args(["serve", "--bind", "127.0.0.1:0", "--collector-ip-rate", "0"])
         .args([
@@ -75,7 +74,7 @@ pub fn start_server(data_dir: &std::path::Path, extra: &[&str]) -> anyhow::Resul
 }
 
 /// Resident set size of `pid` in KiB (0 once it has exited).
-pub fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| {
@@ -92,7 +91,7 @@ pub fn rss_kib(pid: u32) -> u64 {
 }
 
 /// Samples the server's RSS every 100 ms until stopped; returns the peak in KiB.
-pub fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+pub(crate) fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         let mut peak = 0;
         while !stop.load(Ordering::Relaxed) {
@@ -102,4 +101,3 @@ pub fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64
         peak
     })
 }
-

@@ -453,31 +453,27 @@ impl Catalog for SqliteCatalog {
         if references.is_empty() {
             return Ok(Vec::new());
         }
-        // Captured statistics and scores, each aggregated per reference, joined on the reference.
-        let mut query =
-            QueryBuilder::new("WITH wanted(reference) AS (SELECT value FROM json_each(");
-        let wanted = serde_json_array(references);
-        query.push_bind(wanted);
-        query.push(
-            ")),
-             captured AS (
-                 SELECT s.reference, sum(s.event_count) AS event_count,
-                        min(s.first_event_at) AS first_event_at,
-                        max(s.last_event_at) AS last_event_at
-                 FROM sessions s JOIN wanted w ON w.reference = s.reference
-                 WHERE s.survey_id = ",
-        );
-        query.push_bind(survey.as_str());
-        query.push(
-            " GROUP BY s.reference)
-             SELECT w.reference, c.event_count, c.first_event_at, c.last_event_at,
+        // Driven by the wanted references (the left side of a LEFT JOIN is SQLite's outer loop),
+        // so each reference costs two index lookups whatever the survey's size. Without
+        // `INDEXED BY` the planner (no statistics) takes the primary key's `survey_id` prefix
+        // and scans the survey's sessions once per reference: measured with 200k sessions,
+        // 4.1 s instead of 1.7 ms (and 222 ms for the grouped-CTE form this replaced).
+        let mut query = QueryBuilder::new(
+            "SELECT w.value AS reference, sum(s.event_count) AS event_count,
+                    min(s.first_event_at) AS first_event_at, max(s.last_event_at) AS last_event_at,
                     sc.human_score_percent, sc.score_band, sc.scored_at, sc.model_version
-             FROM wanted w
-             LEFT JOIN captured c ON c.reference = w.reference
-             LEFT JOIN session_scores sc ON sc.reference = w.reference AND sc.survey_id = ",
+             FROM json_each(",
         );
+        query.push_bind(serde_json_array(references));
+        query.push(") w LEFT JOIN sessions s INDEXED BY sessions_by_reference ON s.survey_id = ");
         query.push_bind(survey.as_str());
-        query.push(" WHERE c.reference IS NOT NULL OR sc.reference IS NOT NULL");
+        query.push(" AND s.reference = w.value LEFT JOIN session_scores sc ON sc.survey_id = ");
+        query.push_bind(survey.as_str());
+        query.push(
+            " AND sc.reference = w.value
+             GROUP BY w.value
+             HAVING count(s.identifier) > 0 OR sc.reference IS NOT NULL",
+        );
         let rows = query.build().fetch_all(&self.pool).await?;
         let mut summaries = Vec::with_capacity(rows.len());
         for row in rows {

@@ -1,7 +1,7 @@
 //! The scoring model: a versioned JSON file of weighted feature transforms.
 //!
 //! The score is `100 · sigmoid(bias + Σ weight · transform(feature))`. Each term is a
-//! contribution a person can read ("`webdriver` -5.0"); the largest contributions are the
+//! contribution a person can read (`webdriver=1 (-8.00)`); the largest contributions are the
 //! reasons given with a score. A feature that was not measured contributes nothing.
 
 use serde::{Deserialize, Serialize};
@@ -94,7 +94,7 @@ pub struct Contribution {
 }
 
 impl Contribution {
-    /// `feature=value (effect)`, e.g. `webdriver=1 (-5.00)`.
+    /// `feature=value (effect)`, e.g. `webdriver=1 (-8.00)`.
     pub fn describe(&self) -> String {
         format!(
             "{}={} ({:+.2})",

@@ -45,7 +45,7 @@ impl Default for ScoringSettings {
     fn default() -> Self {
         ScoringSettings {
             chunk_sessions: 5_000,
-            max_events_per_pass: 8_000_000,
+            max_events_per_pass: 12_000_000,
             pause_between_chunks: Duration::ZERO,
             lease: Duration::from_secs(30),
         }
@@ -226,7 +226,6 @@ impl Scorer {
         let attempt = &catalog::ids::random_hex24()[..6];
         let mut sequence = 0usize;
         let passes = plan.passes(self.settings.max_events_per_pass);
-        let single_pass = passes.len() == 1;
         for pass in passes {
             let mut session_of_identifier = HashMap::new();
             for (index, session) in pass.iter().enumerate() {
@@ -234,10 +233,14 @@ impl Scorer {
                     session_of_identifier.insert(identifier.clone(), index as u32);
                 }
             }
+            // Rows of sessions outside the pass are dropped while routing. A `session_id IN`
+            // filter in the scan would only pay off where row-group statistics can prune, that
+            // is on files sorted by session across the survey (compaction); flush files each
+            // hold a slice of time of every session.
             let target = ScanTarget {
                 session_of_identifier: Arc::new(session_of_identifier),
                 sessions: pass.len(),
-                filter_identifiers: !single_pass,
+                filter_identifiers: false,
             };
             let traces = scan_traces(&self.query, &files, &target).await?;
             let mut work: Vec<(&PlannedSession, SessionTrace)> =

@@ -349,6 +349,97 @@ mod tests {
         }
     }
 
+    fn human_trace(seed: u64) -> SessionTrace {
+        to_trace(&session(
+            Behaviour::Human,
+            "s",
+            "r",
+            1_700_000_000_000,
+            4,
+            seed,
+        ))
+    }
+
+    fn band_of(trace: &SessionTrace) -> &'static str {
+        Model::default_model()
+            .expect("model")
+            .score(&features::compute(trace))
+            .band
+    }
+
+    /// Each obvious tell alone, added to an otherwise human-like session, lands it in
+    /// `automation-like`.
+    #[test]
+    fn each_obvious_tell_alone_is_enough() {
+        for seed in 0..10 {
+            let human = human_trace(seed);
+            assert_eq!(band_of(&human), BAND_HUMAN, "seed {seed}");
+
+            let mut webdriver = human.clone();
+            if let Some(environment) = &mut webdriver.environment {
+                environment.webdriver = Some(true);
+            }
+            assert_eq!(
+                band_of(&webdriver),
+                BAND_AUTOMATION,
+                "webdriver, seed {seed}"
+            );
+
+            let mut untrusted = human.clone();
+            for event in &mut untrusted.events {
+                if event.trusted.is_some() {
+                    event.trusted = Some(false);
+                }
+            }
+            assert_eq!(
+                band_of(&untrusted),
+                BAND_AUTOMATION,
+                "untrusted, seed {seed}"
+            );
+
+            // Clicks with no press and no pointer movement in the second before them.
+            let mut scripted = human.clone();
+            let clicks: Vec<i64> = scripted
+                .events
+                .iter()
+                .filter(|e| e.kind == Kind::Click)
+                .map(|e| e.t)
+                .collect();
+            scripted.events.retain(|e| match e.kind {
+                Kind::PointerDown | Kind::PointerUp => false,
+                Kind::PointerMove => !clicks.iter().any(|&c| c >= e.t && c - e.t <= 1000),
+                _ => true,
+            });
+            assert_eq!(
+                band_of(&scripted),
+                BAND_AUTOMATION,
+                "scripted clicks, seed {seed}"
+            );
+
+            // Keys at a metronome's pace, released at once.
+            let mut metronome = human.clone();
+            let start = 1_700_000_000_000 + 600_000;
+            let mut presses = 0;
+            for event in &mut metronome.events {
+                match event.kind {
+                    Kind::KeyDown => {
+                        event.t = start + presses * 50;
+                        presses += 1;
+                    }
+                    Kind::KeyUp => event.t = start + (presses - 1).max(0) * 50,
+                    Kind::Input => event.t = start + (presses - 1).max(0) * 50 + 1,
+                    _ => {}
+                }
+            }
+            metronome.finish();
+            assert_eq!(
+                band_of(&metronome),
+                BAND_AUTOMATION,
+                "metronome keys, seed {seed}"
+            );
+        }
+    }
+
     #[test]
     fn reasons_name_the_tells() {
         let naive = score(Behaviour::NaiveBot, 1);

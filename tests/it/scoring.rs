@@ -459,6 +459,9 @@ async fn a_run_interrupted_by_sigkill_finishes_after_restart() {
         "1",
         "--scoring-pause-ms",
         "300",
+        // About one session per pass: the multi-pass path must give the same scores.
+        "--scoring-max-events-per-pass",
+        "300",
     ])
     .await;
     let key = server.key().to_owned();
