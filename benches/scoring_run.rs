@@ -101,16 +101,18 @@ async fn load_survey(
     let events_sent = Arc::new(AtomicU64::new(0));
     let sessions_sent = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
+    let backpressure = Arc::new(AtomicU64::new(0));
     let enough = Arc::new(enough);
     let mut tasks = Vec::new();
     for _ in 0..connections {
-        let (client, next, events_sent, sessions_sent, done, enough) = (
+        let (client, next, events_sent, sessions_sent, done, enough, backpressure) = (
             client.clone(),
             next.clone(),
             events_sent.clone(),
             sessions_sent.clone(),
             done.clone(),
             enough.clone(),
+            backpressure.clone(),
         );
         let base = format!("{}/event/{tracking_key}", server.base);
         tasks.push(tokio::spawn(async move {
@@ -120,14 +122,23 @@ async fn load_survey(
                 let (reference, events) = generated_session(index, small);
                 for chunk in events.chunks(EVENTS_PER_REQUEST) {
                     let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
-                    let reply = client
-                        .post(format!("{base}/{reference}"))
-                        .header("content-type", "text/plain")
-                        .body(body)
-                        .send()
-                        .await?;
-                    if reply.status().as_u16() != 201 {
-                        bail!("collector answered {}", reply.status());
+                    // 503 is the collector's back-pressure while the flusher catches up: wait
+                    // and send the same batch again, as the embed does.
+                    loop {
+                        let reply = client
+                            .post(format!("{base}/{reference}"))
+                            .header("content-type", "text/plain")
+                            .body(body.clone())
+                            .send()
+                            .await?;
+                        match reply.status().as_u16() {
+                            201 => break,
+                            503 => {
+                                backpressure.fetch_add(1, Ordering::Relaxed);
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                            status => bail!("collector answered {status}"),
+                        }
                     }
                 }
                 references.push(reference);
@@ -144,6 +155,10 @@ async fn load_survey(
     let mut references = Vec::new();
     for task in tasks {
         references.extend(task.await??);
+    }
+    let waits = backpressure.load(Ordering::Relaxed);
+    if waits > 0 {
+        println!("  (the collector asked to back off {waits} times while the flusher caught up)");
     }
     Ok((
         sessions_sent.load(Ordering::Relaxed),
@@ -188,6 +203,44 @@ async fn score(
     }
 }
 
+/// Bytes of Parquet under `dir`.
+fn folder_bytes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => stack.push(entry.path()),
+                Ok(_) => total += entry.metadata().map_or(0, |m| m.len()),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+/// Waits until nothing new has reached the lake for 3 s (the flusher has caught up).
+async fn wait_for_quiet_lake(dir: &std::path::Path) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let mut last = folder_bytes(dir);
+    let mut quiet_since = Instant::now();
+    while quiet_since.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = folder_bytes(dir);
+        if now != last {
+            last = now;
+            quiet_since = Instant::now();
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("the lake kept changing for 10 minutes");
+        }
+    }
+    Ok(started.elapsed())
+}
+
 /// DuckDB's time for plain per-session aggregates over `glob`, measured inside Python.
 fn duckdb_seconds(glob: &str) -> anyhow::Result<(f64, u64)> {
     let script = format!(
@@ -195,6 +248,7 @@ fn duckdb_seconds(glob: &str) -> anyhow::Result<(f64, u64)> {
 import duckdb, time
 con = duckdb.connect()
 con.execute("SET threads = 2")
+con.execute("SET enable_progress_bar = false")
 query = """
 SELECT session_id, count(*) AS n, min(dt), max(dt), avg(dt), stddev_samp(dt)
 FROM (SELECT session_id,
@@ -216,7 +270,11 @@ print(time.perf_counter() - start, len(rows))
         bail!("DuckDB failed: {}", String::from_utf8_lossy(&output.stderr));
     }
     let text = String::from_utf8(output.stdout)?;
-    let mut parts = text.split_whitespace();
+    let mut parts = text
+        .lines()
+        .last()
+        .context("no output from DuckDB")?
+        .split_whitespace();
     let seconds: f64 = parts.next().context("seconds")?.parse()?;
     let sessions: u64 = parts.next().context("rows")?.parse()?;
     Ok((seconds, sessions))
@@ -237,7 +295,19 @@ async fn main() -> anyhow::Result<()> {
     let lookups = env_number("BENCH_LOOKUPS", 2000);
     let connections = env_number("BENCH_CONNECTIONS", 16) as usize;
     let data_dir = tempfile::tempdir()?;
-    let server = start_server(data_dir.path(), &["--api-rate-per-minute", "100000000"])?;
+    // Flushes every second, so the lake is complete soon after loading ends; the run's phases
+    // (flush, plan, scan, features, publish) are logged on stderr.
+    let server = start_server(
+        data_dir.path(),
+        &[
+            "--api-rate-per-minute",
+            "100000000",
+            "--flush-interval-ms",
+            "1000",
+            "--log-filter",
+            "warn,tower_http=off,scorer=info",
+        ],
+    )?;
     let pid = server.child.id();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(connections)
@@ -261,6 +331,13 @@ async fn main() -> anyhow::Result<()> {
         "scoring_run: loaded {sessions} sessions, {events} events through the collector in {:.1} s ({:.0} events/s)",
         load_time.as_secs_f64(),
         events as f64 / load_time.as_secs_f64()
+    );
+
+    // Scoring throughput, not ingest: let the flusher catch up before the run starts.
+    let settled = wait_for_quiet_lake(&data_dir.path().join("lake/events")).await?;
+    println!(
+        "  lake settled {:.1} s after loading ended",
+        settled.as_secs_f64()
     );
 
     // 2. The run, with the server's memory watched.
@@ -315,6 +392,7 @@ async fn main() -> anyhow::Result<()> {
             "  lookup survey: {sessions} sessions ({events} events) loaded in {:.1} s",
             loading.elapsed().as_secs_f64()
         );
+        wait_for_quiet_lake(&data_dir.path().join("lake/events")).await?;
         let (run, elapsed) = score(&client, &server, &survey).await?;
         println!(
             "  lookup survey run: {} scored in {:.2} s = {:.0} sessions/s",

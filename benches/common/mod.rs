@@ -27,15 +27,16 @@ impl Drop for Server {
 /// Starts the release binary on `data_dir` with the collector limits off (all load comes from
 /// one address), plus `extra` flags and any in `BENCH_SERVER_ARGS`.
 pub(crate) fn start_server(data_dir: &std::path::Path, extra: &[&str]) -> anyhow::Result<Server> {
+    let log_filter = if extra.contains(&"--log-filter") {
+        Vec::new()
+    } else {
+        vec!["--log-filter", "warn"]
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_telltale"))
         .args(["serve", "--bind", "127.0.0.1:0", "--collector-ip-rate", "0"])
-        .args([
-            "--collector-identifier-rate",
-            "0",
-            "--log-filter",
-            "warn",
-            "--data-dir",
-        ])
+        .args(["--collector-identifier-rate", "0"])
+        .args(log_filter)
+        .arg("--data-dir")
         .arg(data_dir)
         .args(extra)
         // Extra server flags for experiments, e.g. BENCH_SERVER_ARGS="--flush-bytes 1000000000".

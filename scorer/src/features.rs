@@ -528,7 +528,7 @@ mod tests {
     fn trace(events: Vec<TraceEvent>) -> SessionTrace {
         let mut trace = SessionTrace {
             events,
-            environment: Some(Environment::default()),
+            environment: Some(Box::default()),
         };
         trace.finish();
         trace
@@ -566,13 +566,13 @@ mod tests {
     #[test]
     fn environment_tells() {
         let mut t = trace(vec![TraceEvent::new(0, Kind::Session)]);
-        t.environment = Some(Environment {
+        t.environment = Some(Box::new(Environment {
             webdriver: Some(true),
             user_agent: Some("Mozilla/5.0 HeadlessChrome/131".to_owned()),
             screen_width: Some(0.0),
             screen_height: Some(0.0),
             ..Environment::default()
-        });
+        }));
         let f = compute(&t);
         close(f.webdriver, 1.0);
         close(f.headless_user_agent, 1.0);
@@ -580,7 +580,7 @@ mod tests {
         close(f.missing_session_event, 0.0);
 
         let mut t = trace(vec![TraceEvent::new(0, Kind::Session)]);
-        t.environment = Some(Environment {
+        t.environment = Some(Box::new(Environment {
             webdriver: Some(false),
             user_agent: Some("Mozilla/5.0 Chrome/131".to_owned()),
             screen_width: Some(1920.0),
@@ -588,7 +588,7 @@ mod tests {
             viewport_width: Some(1280.0),
             viewport_height: Some(720.0),
             ..Environment::default()
-        });
+        }));
         let f = compute(&t);
         close(
             f.webdriver + f.headless_user_agent + f.impossible_screen,

@@ -193,13 +193,18 @@ impl Scorer {
             return Err(Stop::Canceled);
         }
         self.remove_unpublished(run).await?;
+        let mut phases = Phases::default();
+        let started = std::time::Instant::now();
         if let Some(ingestor) = &self.ingestor {
             ingestor
                 .make_visible()
                 .await
                 .map_err(|error| Stop::Failed(format!("could not flush the event log: {error}")))?;
         }
+        phases.flush = started.elapsed();
+        let planning = std::time::Instant::now();
         let plan = self.plan(run).await?;
+        phases.plan = planning.elapsed();
         {
             let mut p = progress.lock();
             *p = RunProgress {
@@ -242,14 +247,16 @@ impl Scorer {
                 sessions: pass.len(),
                 filter_identifiers: false,
             };
+            let scanning = std::time::Instant::now();
             let traces = scan_traces(&self.query, &files, &target).await?;
+            phases.scan += scanning.elapsed();
             let mut work: Vec<(&PlannedSession, SessionTrace)> =
                 pass.iter().copied().zip(traces).collect();
             while !work.is_empty() {
                 let rest = work.split_off(work.len().min(self.settings.chunk_sessions));
                 let chunk = std::mem::replace(&mut work, rest);
                 sequence += 1;
-                self.score_chunk(run, chunk, attempt, sequence, progress)
+                self.score_chunk(run, chunk, attempt, sequence, progress, &mut phases)
                     .await?;
                 self.report(run, progress, on_progress).await?;
                 if !self.settings.pause_between_chunks.is_zero() {
@@ -257,6 +264,16 @@ impl Scorer {
                 }
             }
         }
+        tracing::info!(
+            run = %run.id,
+            sessions = plan.sessions.len(),
+            flush_ms = phases.flush.as_millis() as u64,
+            plan_ms = phases.plan.as_millis() as u64,
+            scan_ms = phases.scan.as_millis() as u64,
+            features_ms = phases.features.as_millis() as u64,
+            publish_ms = phases.publish.as_millis() as u64,
+            "scoring run phases"
+        );
         Ok(())
     }
 
@@ -335,13 +352,17 @@ impl Scorer {
         attempt: &str,
         sequence: usize,
         progress: &Mutex<RunProgress>,
+        phases: &mut Phases,
     ) -> Result<(), Stop> {
         let model = self.model.clone();
+        let computing = std::time::Instant::now();
         let owned: Vec<(String, SessionTrace)> = chunk
             .into_iter()
             .map(|(session, trace)| (session.reference.clone(), trace))
             .collect();
         let results = score_sessions(model, owned).await?;
+        phases.features += computing.elapsed();
+        let publishing = std::time::Instant::now();
         let mut scored = Vec::new();
         let mut failures = Vec::new();
         for result in results {
@@ -405,6 +426,7 @@ impl Scorer {
         if !published? {
             return Err(Stop::LeaseLost);
         }
+        phases.publish += publishing.elapsed();
         let mut p = progress.lock();
         p.scored += scored.len() as u64;
         p.failed += failures.len() as u64;
@@ -462,6 +484,16 @@ fn score_one(
             message: "computing the session's features failed".to_owned(),
         }),
     }
+}
+
+/// Where a run's time went, logged when it completes.
+#[derive(Debug, Default)]
+struct Phases {
+    flush: Duration,
+    plan: Duration,
+    scan: Duration,
+    features: Duration,
+    publish: Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -77,39 +77,89 @@ pub async fn scan_traces(
         frame = frame.filter(col("session_id").in_list(list, false))?;
     }
     let streams = frame.execute_stream_partitioned().await?;
+    // Each scan partition is drained on a blocking thread that decodes (inside `poll_next`) and
+    // routes rows straight into its own per-session vectors: no per-batch maps, no hashing of
+    // session numbers, one copy when partitions are merged.
+    let runtime = tokio::runtime::Handle::current();
     let mut tasks = Vec::with_capacity(streams.len());
     for mut stream in streams {
         let target = target.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut traces: HashMap<u32, SessionTrace> = HashMap::new();
-            while let Some(batch) = stream.next().await {
-                let batch = batch?;
-                let target = target.clone();
-                // Row routing is CPU work: keep it off the runtime's async workers.
-                let partial =
-                    tokio::task::spawn_blocking(move || route_batch(&batch, &target)).await??;
-                for (session, mut trace) in partial {
-                    let entry = traces.entry(session).or_default();
-                    entry.events.append(&mut trace.events);
-                    if let Some(environment) = trace.environment {
-                        entry.add_environment(environment);
-                    }
-                }
+        let runtime = runtime.clone();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            let mut traces = vec![SessionTrace::default(); target.sessions];
+            let mut router = Router::default();
+            while let Some(batch) = runtime.block_on(stream.next()) {
+                router.route(&batch?, &target, &mut traces)?;
             }
             Ok::<_, ScanError>(traces)
         }));
     }
-    let mut traces = vec![SessionTrace::default(); target.sessions];
+    let mut merged: Option<Vec<SessionTrace>> = None;
     for task in tasks {
-        for (session, mut partial) in task.await?? {
-            let trace = &mut traces[session as usize];
-            trace.events.append(&mut partial.events);
-            if let Some(environment) = partial.environment {
-                trace.add_environment(environment);
+        let partition = task.await??;
+        match &mut merged {
+            None => merged = Some(partition),
+            Some(traces) => {
+                for (trace, part) in traces.iter_mut().zip(partition) {
+                    trace.absorb(part);
+                }
             }
         }
     }
-    Ok(traces)
+    Ok(merged.unwrap_or_else(|| vec![SessionTrace::default(); target.sessions]))
+}
+
+/// Per-dictionary lookups kept across batches: a Parquet row group's batches share one
+/// dictionary, which is then mapped once rather than once per batch.
+#[derive(Default)]
+struct Router {
+    sessions: DictionaryCache<Option<u32>>,
+    kinds: DictionaryCache<Kind>,
+}
+
+struct DictionaryCache<T> {
+    values: Option<arrow::array::ArrayRef>,
+    lookup: Vec<T>,
+}
+
+impl<T> Default for DictionaryCache<T> {
+    fn default() -> Self {
+        DictionaryCache {
+            values: None,
+            lookup: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> DictionaryCache<T> {
+    /// Per-row values of a string column, mapping each distinct dictionary value once.
+    fn map(
+        &mut self,
+        array: &dyn Array,
+        name: &str,
+        map: impl Fn(&str) -> T,
+    ) -> Result<Vec<Option<T>>, ScanError> {
+        let Some(dictionary) = array.as_dictionary_opt::<Int32Type>() else {
+            return mapped(array, name, map);
+        };
+        let same = self
+            .values
+            .as_ref()
+            .is_some_and(|known| Arc::ptr_eq(known, dictionary.values()));
+        if !same {
+            let values = dictionary
+                .values()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| ScanError::Schema(format!("{name}: dictionary of non-strings")))?;
+            self.lookup = values.iter().map(|v| map(v.unwrap_or(""))).collect();
+            self.values = Some(dictionary.values().clone());
+        }
+        Ok(dictionary
+            .keys()
+            .iter()
+            .map(|key| key.and_then(|k| self.lookup.get(k as usize).copied()))
+            .collect())
+    }
 }
 
 /// Per-row values of a dictionary-encoded (or plain) string column, mapped once per distinct
@@ -155,18 +205,33 @@ fn boolean(array: &BooleanArray, row: usize) -> Option<bool> {
     array.is_valid(row).then(|| array.value(row))
 }
 
-/// Routes one batch's rows to their sessions.
-fn route_batch(
+impl Router {
+    /// Routes one batch's rows to their sessions' traces.
+    fn route(
+        &mut self,
+        batch: &RecordBatch,
+        target: &ScanTarget,
+        traces: &mut [SessionTrace],
+    ) -> Result<(), ScanError> {
+        let sessions = self.sessions.map(
+            batch_column(batch, "session_id")?,
+            "session_id",
+            |identifier| target.session_of_identifier.get(identifier).copied(),
+        )?;
+        let kinds = self
+            .kinds
+            .map(batch_column(batch, "type")?, "type", Kind::parse)?;
+        route_rows(batch, &sessions, &kinds, traces)
+    }
+}
+
+/// Routes one batch's rows, given each row's session and kind.
+fn route_rows(
     batch: &RecordBatch,
-    target: &ScanTarget,
-) -> Result<HashMap<u32, SessionTrace>, ScanError> {
-    let session_array = batch
-        .column_by_name("session_id")
-        .ok_or_else(|| ScanError::Schema("session_id".to_owned()))?;
-    let sessions = mapped(session_array.as_ref(), "session_id", |identifier| {
-        target.session_of_identifier.get(identifier).copied()
-    })?;
-    let kinds = mapped(batch_column(batch, "type")?, "type", Kind::parse)?;
+    sessions: &[Option<Option<u32>>],
+    kinds: &[Option<Kind>],
+    traces: &mut [SessionTrace],
+) -> Result<(), ScanError> {
     let key_classes = mapped(
         batch_column(batch, "key_class")?,
         "key_class",
@@ -189,9 +254,11 @@ fn route_batch(
     let dy = column::<Float64Array>(batch, "dy")?;
     let payload = column::<StringArray>(batch, "payload")?;
 
-    let mut traces: HashMap<u32, SessionTrace> = HashMap::new();
     for row in 0..batch.num_rows() {
-        let Some(session) = sessions[row].flatten() else {
+        let Some(trace) = sessions[row]
+            .flatten()
+            .and_then(|session| traces.get_mut(session as usize))
+        else {
             continue;
         };
         let kind = kinds[row].unwrap_or(Kind::Other);
@@ -200,7 +267,6 @@ fn route_batch(
         } else {
             received.value(row)
         };
-        let trace = traces.entry(session).or_default();
         if kind == Kind::Session
             && payload.is_valid(row)
             && let Some(environment) = Environment::from_session_payload(payload.value(row))
@@ -226,7 +292,7 @@ fn route_batch(
             hidden: hidden[row].unwrap_or(false),
         });
     }
-    Ok(traces)
+    Ok(())
 }
 
 fn batch_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array, ScanError> {

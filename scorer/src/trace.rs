@@ -267,7 +267,9 @@ impl Environment {
 #[derive(Debug, Clone, Default)]
 pub struct SessionTrace {
     pub events: Vec<TraceEvent>,
-    pub environment: Option<Environment>,
+    /// Boxed: most of a scan's per-session slots never hold one, and a pass can hold a million
+    /// sessions per scan partition.
+    pub environment: Option<Box<Environment>>,
 }
 
 impl SessionTrace {
@@ -278,7 +280,19 @@ impl SessionTrace {
     pub fn add_environment(&mut self, environment: Environment) {
         match &mut self.environment {
             Some(known) => known.merge(environment),
-            None => self.environment = Some(environment),
+            None => self.environment = Some(Box::new(environment)),
+        }
+    }
+
+    /// Moves `other`'s events and environment into this trace.
+    pub fn absorb(&mut self, other: SessionTrace) {
+        if self.events.is_empty() {
+            self.events = other.events;
+        } else {
+            self.events.extend_from_slice(&other.events);
+        }
+        if let Some(environment) = other.environment {
+            self.add_environment(*environment);
         }
     }
 
