@@ -2,6 +2,7 @@
 //! and JSON.
 //!
 //! - `collector`: `POST /event/{key}/{identifier}` for browsers (no authentication, CORS open).
+//! - `embed`: the browser script at `/embed/v1/telltale.js`.
 //! - `integrations`: `/integrations/v1/...` for integrators' servers (bearer keys, scopes,
 //!   rate limit).
 //! - `scoring`: scoring runs (start, poll, cancel).
@@ -12,6 +13,7 @@
 
 pub mod auth;
 pub mod collector;
+pub mod embed;
 pub mod error;
 pub mod integrations;
 pub mod openapi;
@@ -103,6 +105,7 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(collector::routes())
+        .merge(embed::routes())
         .merge(integrations::routes())
         .merge(scoring::routes())
         .merge(status::routes())

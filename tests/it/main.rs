@@ -8,6 +8,7 @@ mod cli;
 mod collector;
 mod context;
 mod durability;
+mod embed;
 mod lake;
 mod lookup;
 mod provisioning;
