@@ -2,7 +2,7 @@
 //! and JSON.
 //!
 //! - `collector`: `POST /event/{key}/{identifier}` for browsers (no authentication, CORS open).
-//! - `embed`: the browser script at `/embed/v1/telltale.js`.
+//! - `embed`: the browser script at `/embed/v1/telltale.js`; `demo`: a demo survey page.
 //! - `integrations`: `/integrations/v1/...` for integrators' servers (bearer keys, scopes,
 //!   rate limit).
 //! - `scoring`: scoring runs (start, poll, cancel).
@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod collector;
+pub mod demo;
 pub mod embed;
 pub mod error;
 pub mod integrations;
@@ -106,6 +107,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(collector::routes())
         .merge(embed::routes())
+        .merge(demo::routes())
         .merge(integrations::routes())
         .merge(scoring::routes())
         .merge(status::routes())

@@ -49,3 +49,39 @@ async fn the_embed_is_served_where_provisioning_points() {
     .await;
     assert_eq!(stale.status, 200);
 }
+
+#[tokio::test]
+async fn the_demo_survey_runs_the_embed_for_its_tracking_key() {
+    let server = TestServer::start().await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "demo-survey", "Demo").await;
+
+    let page = server.get(&format!("/demo/{}", survey.tracking_key)).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(
+        page.text
+            .contains(r#"<script src="/embed/v1/telltale.js"></script>"#)
+    );
+    assert!(
+        page.text
+            .contains(&format!(r#"trackingKey: "{}""#, survey.tracking_key)),
+        "{}",
+        page.text
+    );
+    for kind in [
+        r#"type="radio""#,
+        r#"type="checkbox""#,
+        "<textarea",
+        r#"type="range""#,
+        r#"id="page-3""#,
+    ] {
+        assert!(page.text.contains(kind), "the demo lacks {kind}");
+    }
+
+    crate::harness::assert_error(&server.get("/demo/0123456789abcdef01234567").await, 404);
+    crate::harness::assert_error(&server.get("/demo/not-a-key").await, 404);
+}
