@@ -246,8 +246,10 @@
     listen(document, "touchstart", touch("touchstart", false));
     listen(document, "touchmove", touch("touchmove", true));
     listen(document, "touchend", touch("touchend", false));
-    listen(global, "focus", function () { push("focus", {}); });
-    listen(global, "blur", function () { push("blur", {}); });
+    // The window gaining or losing focus (switching tabs or apps), not fields: a capturing
+    // listener on the window also sees every element's focus.
+    listen(global, "focus", function (e) { if (e.target === global) push("focus", {}); });
+    listen(global, "blur", function (e) { if (e.target === global) push("blur", {}); });
     listen(document, "visibilitychange", function () {
       push("visibility", { state: document.visibilityState });
       if (document.visibilityState === "hidden") flush(true);
