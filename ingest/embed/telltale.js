@@ -123,7 +123,8 @@
     var body = takeBatch();
     if (unloading && navigator.sendBeacon) {
       try {
-        navigator.sendBeacon(state.url, new Blob([body], { type: "text/plain" }));
+        // A string body goes out as text/plain;charset=UTF-8: no CORS preflight.
+        navigator.sendBeacon(state.url, body);
       } catch (e) { /* nothing more can be done while the page goes away */ }
       if (state.queue.length) flush(true);
       return;
@@ -195,7 +196,7 @@
     listen(document, "pointerdown", press("pointerdown"));
     listen(document, "pointerup", press("pointerup"));
     listen(document, "click", function (e) {
-      push("click", { x: round(e.clientX), y: round(e.clientY), trusted: e.isTrusted, button: e.button, target: targetKind(e.target) });
+      push("click", { x: round(e.clientX), y: round(e.clientY), pointerType: e.pointerType || "mouse", trusted: e.isTrusted, button: e.button, target: targetKind(e.target) });
     });
     var key = function (type) {
       return function (e) {
@@ -218,7 +219,7 @@
     listen(document, "paste", function (e) {
       var length = 0;
       try { length = ((e.clipboardData && e.clipboardData.getData("text")) || "").length; } catch (x) { /* ignore */ }
-      push("paste", { length: length, field: fieldIndex(e.target) });
+      push("paste", { length: length });
     });
     listen(document, "copy", function () { push("copy", {}); });
     listen(document, "cut", function () { push("cut", {}); });

@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod browser;
 mod cli;
 mod collector;
 mod context;

@@ -1,0 +1,189 @@
+//! Real Chromium (Debian's, headless) on the demo survey, driven by playwright-core
+//! (`tests/browser/session.js`; `.ci/run` installs both): what the embed sends, that it never
+//! sends answers, and that it fails open.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::harness::{TestServer, duckdb_query, new_uuid};
+
+/// Runs one browser session; returns what the script reports.
+fn browser_session(
+    server: &TestServer,
+    tracking_key: &str,
+    reference: &str,
+    typed: &str,
+    pasted: &str,
+    collector: &str,
+) -> Value {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "Debian's chromium is missing: apt-get install -y chromium (.ci/run does)"
+    );
+    assert!(
+        std::path::Path::new(dir)
+            .join("node_modules/playwright-core")
+            .exists(),
+        "playwright-core is missing: npm ci --prefix tests/browser (.ci/run does)"
+    );
+    let output = Command::new("node")
+        .arg("session.js")
+        .current_dir(dir)
+        .env("BASE", server.base_url())
+        .env("TRACKING_KEY", tracking_key)
+        .env("REFERENCE", reference)
+        .env("SECRET_TYPED", typed)
+        .env("SECRET_PASTED", pasted)
+        .env("COLLECTOR", collector)
+        .output()
+        .expect("run node (Node.js is required)");
+    assert!(
+        output.status.success(),
+        "browser session failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).expect("utf-8");
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("no JSON ({e}): {stdout}"))
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
+            if entry.file_type().expect("file type").is_dir() {
+                stack.push(entry.path());
+            } else {
+                files.push(entry.path());
+            }
+        }
+    }
+    files
+}
+
+#[tokio::test]
+async fn a_real_browser_session_is_captured_and_its_answers_are_not() {
+    let mut server = TestServer::start().await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "browser-survey", "Browser").await;
+    let reference = new_uuid();
+    let typed = format!("typedsecret{}", &new_uuid()[..8]);
+    let pasted = format!("pastedsecret{}", &new_uuid()[..8]);
+
+    let report = browser_session(
+        &server,
+        &survey.tracking_key,
+        &reference,
+        &typed,
+        &pasted,
+        "up",
+    );
+    assert_eq!(report["pageErrors"], json!([]), "{report}");
+    assert_eq!(report["finished"], true);
+    assert_eq!(
+        report["answers"]["experience"],
+        typed.as_str(),
+        "the page works"
+    );
+    assert_eq!(report["answers"]["colour"], pasted.as_str(), "paste works");
+
+    // Every event the page sent is counted by lookup, no more, no less.
+    let sent = report["sentEvents"].as_u64().expect("sentEvents");
+    assert!(sent > 50, "{report}");
+    let rows = server
+        .lookup_until_counts(
+            &key,
+            &survey.survey_id,
+            &[(reference.clone(), sent)],
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(rows[0]["eventCount"], sent, "{}", rows[0]);
+
+    // The vocabulary of DESIGN.md, field by field.
+    let fields = &report["fields"];
+    let expect = |kind: &str, names: &[&str]| {
+        assert_eq!(fields[kind], json!(names), "{kind}: {fields}");
+    };
+    expect("pointermove", &["pointerType", "trusted", "x", "y"]);
+    for kind in ["pointerdown", "pointerup", "click"] {
+        expect(
+            kind,
+            &["button", "pointerType", "target", "trusted", "x", "y"],
+        );
+    }
+    expect("keydown", &["keyClass", "repeat", "trusted"]);
+    expect("keyup", &["keyClass", "repeat", "trusted"]);
+    expect("input", &["field", "inputType", "lengthDelta"]);
+    expect("paste", &["length"]);
+    expect("wheel", &["deltaMode", "dx", "dy", "trusted"]);
+    expect("submit", &[]);
+    let session_fields = fields["session"].as_array().expect("a session event");
+    for name in [
+        "sessionId",
+        "interviewId",
+        "embedVersion",
+        "userAgent",
+        "webdriver",
+        "screenWidth",
+        "viewportWidth",
+    ] {
+        assert!(
+            session_fields.contains(&json!(name)),
+            "session lacks {name}: {fields}"
+        );
+    }
+
+    // Privacy: neither answer is anywhere under the data dir: not in the log or the catalog as
+    // bytes, and not in any Parquet file as decoded rows.
+    server.terminate_ok().await;
+    for file in files_under(server.data_dir()) {
+        let bytes = std::fs::read(&file).expect("read");
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(&typed) && !text.contains(&pasted),
+            "{} holds an answer",
+            file.display()
+        );
+    }
+    let rows = duckdb_query(&format!(
+        "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM read_parquet('{}/**/*.parquet', union_by_name = true)",
+        server.data_dir().join("lake").display()
+    ));
+    assert!(!rows.is_empty());
+    let decoded = serde_json::to_string(&rows).expect("json");
+    assert!(decoded.contains(&reference), "the rows are the session's");
+    assert!(!decoded.contains(&typed) && !decoded.contains(&pasted));
+}
+
+#[tokio::test]
+async fn the_page_works_when_the_collector_is_down_or_failing() {
+    let server = TestServer::start().await;
+    let key = server.key().to_owned();
+    let survey = server
+        .provision_ok(&key, "browser-failopen", "Fail open")
+        .await;
+    for collector in ["down", "error"] {
+        let report = browser_session(
+            &server,
+            &survey.tracking_key,
+            &new_uuid(),
+            "hello there",
+            "pasted",
+            collector,
+        );
+        assert_eq!(report["pageErrors"], json!([]), "{collector}: {report}");
+        assert_eq!(report["finished"], true, "{collector}: {report}");
+        assert_eq!(report["answers"]["experience"], "hello there");
+        // It tried, backed off, and gave up after five failures in a row.
+        let attempts = report["attempts"].as_u64().expect("attempts");
+        assert!(
+            (1..=5).contains(&attempts),
+            "{collector}: {attempts} attempts"
+        );
+    }
+}
