@@ -2,7 +2,34 @@
 //
 // Environment: BASE (server URL), TRACKING_KEY, REFERENCE, SECRET_TYPED, SECRET_PASTED,
 // COLLECTOR ("up", "down": requests to the collector fail, "error": it answers 500).
+const http = require("http");
 const { chromium } = require("playwright-core");
+
+/** A local server that answers every request with `status` (CORS open), counting requests. */
+function failingCollector(status) {
+  const server = http.createServer((request, response) => {
+    server.requests += 1;
+    response.writeHead(status, {
+      "access-control-allow-origin": "*",
+      "access-control-allow-headers": "content-type",
+      "content-type": "application/json",
+    });
+    response.end('{"error":"failing on purpose"}');
+  });
+  server.requests = 0;
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/** A port nothing listens on: bound, then closed. */
+function closedPort() {
+  const server = http.createServer();
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    }),
+  );
+}
 
 async function main() {
   const { BASE, TRACKING_KEY, REFERENCE, SECRET_TYPED, SECRET_PASTED } = process.env;
@@ -41,17 +68,21 @@ async function main() {
       return queued;
     };
   });
-  // Failure modes are simulated in front of the real collector.
-  let attempts = 0;
-  if (collector !== "up") {
-    await page.route("**/event/**", (route) => {
-      attempts += 1;
-      if (collector === "down") return route.abort("connectionrefused");
-      return route.fulfill({ status: 500, contentType: "application/json", body: '{"error":"down"}' });
-    });
+  // Failure modes use real servers: a closed port ("down") or one answering 500 ("error").
+  let failing = null;
+  let collectorUrl = "";
+  if (collector === "down") collectorUrl = `http://127.0.0.1:${await closedPort()}/event`;
+  if (collector === "error") {
+    failing = await failingCollector(500);
+    collectorUrl = `http://127.0.0.1:${failing.address().port}/event`;
   }
+  let attempts = 0;
+  context.on("request", (request) => {
+    if (collectorUrl && request.url().startsWith(collectorUrl)) attempts += 1;
+  });
 
-  await page.goto(`${BASE}/demo/${TRACKING_KEY}?response=${REFERENCE}`);
+  const query = collectorUrl ? `&collector=${encodeURIComponent(collectorUrl)}` : "";
+  await page.goto(`${BASE}/demo/${TRACKING_KEY}?response=${REFERENCE}${query}`);
   for (let i = 0; i < 40; i++) await page.mouse.move(120 + i * 9, 140 + i * 4, { steps: 2 });
   await page.click("input[value=weekly]");
   await page.click("input[value=laptop]");
@@ -72,12 +103,25 @@ async function main() {
     colour: document.getElementById("colour").value,
   }));
   await page.waitForTimeout(collector === "up" ? 2500 : 6000);
+  // The last moments before leaving: under the embed's 2 s batching interval, so these events
+  // can only arrive through the pagehide beacon.
+  for (let i = 0; i < 10; i++) await page.mouse.move(300 + i * 5, 300, { steps: 1 });
   // Leaving the page fires `pagehide`: the embed sends what is left with sendBeacon. The page
   // object stays alive, so that request is still observed.
   await page.goto(`${BASE}/status/health`);
   await new Promise((resolve) => setTimeout(resolve, 1500));
   const beacons = await page.evaluate(() => JSON.parse(sessionStorage.getItem("beacons") || "[]"));
-  for (const body of beacons) if (body) sent.push(JSON.parse(body));
+  let beaconTypes = [];
+  for (const body of beacons) {
+    if (!body) continue;
+    const batch = JSON.parse(body);
+    sent.push(batch);
+    beaconTypes = beaconTypes.concat(batch.events.map((event) => event.type));
+  }
+  if (failing) {
+    attempts = Math.max(attempts, failing.requests);
+    failing.close();
+  }
   await browser.close();
 
   const events = sent.flatMap((batch) => batch.events);
@@ -87,7 +131,9 @@ async function main() {
     for (const name of Object.keys(event.data || {})) if (!known.includes(name)) known.push(name);
   }
   for (const type of Object.keys(fields)) fields[type].sort();
-  console.log(JSON.stringify({ sentEvents: events.length, fields, pageErrors, finished, answers, attempts }));
+  console.log(
+    JSON.stringify({ sentEvents: events.length, fields, pageErrors, finished, answers, attempts, beaconTypes }),
+  );
 }
 
 main().catch((error) => {

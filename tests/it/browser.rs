@@ -104,6 +104,16 @@ async fn a_real_browser_session_is_captured_and_its_answers_are_not() {
         .await;
     assert_eq!(rows[0]["eventCount"], sent, "{}", rows[0]);
 
+    // The last second before leaving arrived by the pagehide beacon.
+    let beacon: Vec<&str> = report["beaconTypes"]
+        .as_array()
+        .expect("beaconTypes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(beacon.contains(&"pagehide"), "{report}");
+    assert!(beacon.contains(&"pointermove"), "{report}");
+
     // The vocabulary of DESIGN.md, field by field.
     let fields = &report["fields"];
     let expect = |kind: &str, names: &[&str]| {
@@ -179,7 +189,8 @@ async fn the_page_works_when_the_collector_is_down_or_failing() {
         assert_eq!(report["pageErrors"], json!([]), "{collector}: {report}");
         assert_eq!(report["finished"], true, "{collector}: {report}");
         assert_eq!(report["answers"]["experience"], "hello there");
-        // It tried, backed off, and gave up after five failures in a row.
+        // It tried, backed off, and gave up after five failures in a row (the collector is a
+        // closed port, or a real server answering 500).
         let attempts = report["attempts"].as_u64().expect("attempts");
         assert!(
             (1..=5).contains(&attempts),
