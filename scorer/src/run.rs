@@ -241,11 +241,10 @@ impl Scorer {
             // Rows of sessions outside the pass are dropped while routing. A `session_id IN`
             // filter in the scan would only pay off where row-group statistics can prune, that
             // is on files sorted by session across the survey (compaction); flush files each
-            // hold a slice of time of every session.
+            // hold a slice of time of every session, so the scan reads them whole.
             let target = ScanTarget {
                 session_of_identifier: Arc::new(session_of_identifier),
                 sessions: pass.len(),
-                filter_identifiers: false,
             };
             let scanning = std::time::Instant::now();
             let traces = scan_traces(&self.query, &files, &target).await?;

@@ -12,7 +12,6 @@ use arrow::array::{
     TimestampMillisecondArray,
 };
 use arrow::datatypes::{Int32Type, TimestampMillisecondType};
-use datafusion::prelude::{col, lit};
 use futures::StreamExt;
 use query::LakeQuery;
 
@@ -54,28 +53,17 @@ pub enum ScanError {
 pub struct ScanTarget {
     pub session_of_identifier: Arc<HashMap<String, u32>>,
     pub sessions: usize,
-    /// Push `session_id IN (...)` into the scan (a pass over part of a survey); without it
-    /// every row is read and rows of other identifiers are dropped.
-    pub filter_identifiers: bool,
 }
 
 /// Scans `files` (the survey's live `events` files) and returns one trace per session index,
-/// each in time order.
+/// in arrival order (`SessionTrace::finish` sorts them).
 pub async fn scan_traces(
     query: &LakeQuery,
     files: &[String],
     target: &ScanTarget,
 ) -> Result<Vec<SessionTrace>, ScanError> {
     let table = query.table(ingest::events_file::EVENTS_SCHEMA.clone(), files)?;
-    let mut frame = query.context().read_table(table)?.select_columns(COLUMNS)?;
-    if target.filter_identifiers {
-        let list = target
-            .session_of_identifier
-            .keys()
-            .map(|identifier| lit(identifier.as_str()))
-            .collect();
-        frame = frame.filter(col("session_id").in_list(list, false))?;
-    }
+    let frame = query.context().read_table(table)?.select_columns(COLUMNS)?;
     let streams = frame.execute_stream_partitioned().await?;
     // Each scan partition is drained on a blocking thread that decodes (inside `poll_next`) and
     // routes rows straight into its own per-session vectors: no per-batch maps, no hashing of
