@@ -64,6 +64,52 @@ async fn open_storage(storage: &StorageArgs) -> anyhow::Result<(Arc<dyn Catalog>
     Ok((catalog, lake))
 }
 
+/// `telltale compact`: one compaction pass, safe beside a running server.
+pub async fn compact(
+    storage: &StorageArgs,
+    survey: Option<&str>,
+    target_rows: u64,
+    json: bool,
+) -> anyhow::Result<()> {
+    let survey = survey
+        .map(|survey| {
+            SurveyId::parse(survey)
+                .with_context(|| format!("{survey:?} is not a survey id (24 hex characters)"))
+        })
+        .transpose()?;
+    let (catalog, lake) = open_storage(storage).await?;
+    if let Some(survey) = &survey
+        && catalog.survey_by_id(survey).await?.is_none()
+    {
+        bail!("no survey {survey} in this catalog");
+    }
+    let owner = format!("cli-{}", &catalog::ids::random_hex24()[..12]);
+    let config = ingest::compaction::CompactionConfig {
+        target_rows: target_rows.max(2),
+    };
+    let report =
+        ingest::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;
+    ingest::rewrite::delete_unlinked_objects(&catalog, &lake, None).await?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "compacted {} files into {} ({} rows, {} -> {} bytes){}",
+            report.files_in,
+            report.files_out,
+            report.rows,
+            report.bytes_in,
+            report.bytes_out,
+            if report.conflicts > 0 {
+                format!("; {} groups skipped (changed meanwhile)", report.conflicts)
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(())
+}
+
 /// `telltale score --survey ID [--force]`.
 pub async fn score(
     storage: &StorageArgs,

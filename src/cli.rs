@@ -95,6 +95,23 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
         format: SqlFormat,
     },
+    /// Merge small events files into large ones sorted by session (what `serve` does in the
+    /// background every `--compaction-interval-secs`).
+    Compact {
+        /// Only this survey's files (24 hex characters); default every survey.
+        #[arg(long = "survey", value_name = "SURVEY_ID")]
+        survey: Option<String>,
+        /// Rows a compacted file holds at most.
+        #[arg(
+            long,
+            env = "TELLTALE_COMPACTION_TARGET_ROWS",
+            default_value_t = 2_000_000
+        )]
+        target_rows: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -138,6 +155,18 @@ pub struct ServeArgs {
     /// Integration API requests per key per rolling minute.
     #[arg(long, env = "TELLTALE_API_RATE_PER_MINUTE", default_value_t = 120)]
     pub api_rate_per_minute: u32,
+
+    /// Seconds between background compactions of small events files (0: never).
+    #[arg(long, env = "TELLTALE_COMPACTION_INTERVAL_SECS", default_value_t = 300)]
+    pub compaction_interval_secs: u64,
+
+    /// Rows a compacted events file holds at most.
+    #[arg(
+        long,
+        env = "TELLTALE_COMPACTION_TARGET_ROWS",
+        default_value_t = 2_000_000
+    )]
+    pub compaction_target_rows: u64,
 
     #[command(flatten)]
     pub scoring: ScoringArgs,

@@ -5,12 +5,14 @@
 //! - `server`: `telltale serve`: start-up, first-run bootstrap, graceful shutdown.
 //! - `admin`: `org` and `key` subcommands against the catalog.
 //! - `analysis`: `score` and `sql` subcommands, and the scorer set-up `serve` shares.
+//! - `erasure`: session deletion's worker and background compaction.
 //! - `http`: router, handlers and the JSON error type.
 //! - `rate_limit`: in-process rate limiters.
 
 pub mod admin;
 pub mod analysis;
 pub mod cli;
+pub mod erasure;
 pub mod http;
 pub mod rate_limit;
 pub mod server;
@@ -44,6 +46,11 @@ pub fn run() -> anyhow::Result<()> {
             cli::Command::Sql { query, format } => {
                 analysis::sql(&cli.storage, &query, format).await
             }
+            cli::Command::Compact {
+                survey,
+                target_rows,
+                json,
+            } => analysis::compact(&cli.storage, survey.as_deref(), target_rows, json).await,
         }
     })
 }

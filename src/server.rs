@@ -39,11 +39,29 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         .context("starting the ingest pipeline")?;
     let scorer = crate::analysis::build_scorer(
         catalog.clone(),
-        lake,
+        lake.clone(),
         &args.scoring,
         Some(ingestor.clone()),
-        instance,
+        instance.clone(),
     )?;
+    let deletions = crate::erasure::DeletionService::new(
+        catalog.clone(),
+        lake.clone(),
+        Some(ingestor.clone()),
+        instance.clone(),
+    );
+    let deletion_worker = deletions.spawn();
+    let compactor = (args.compaction_interval_secs > 0).then(|| {
+        crate::erasure::spawn_compaction(
+            catalog.clone(),
+            lake,
+            instance,
+            Duration::from_secs(args.compaction_interval_secs),
+            ingest::compaction::CompactionConfig {
+                target_rows: args.compaction_target_rows.max(2),
+            },
+        )
+    });
     let scoring = scorer::ScoringService::new(scorer);
     // Resumes this instance's runs a crash interrupted at once, and later any run whose worker
     // stopped renewing its lease.
@@ -63,7 +81,14 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         collector_identifier_rate: args.collector_identifier_rate,
         trust_forwarded_for: args.trust_forwarded_for,
     };
-    let state = AppState::new(catalog, ingestor.clone(), scoring, &public_url, &limits);
+    let state = AppState::new(
+        catalog,
+        ingestor.clone(),
+        scoring,
+        deletions,
+        &public_url,
+        &limits,
+    );
     let app = http::app(state).into_make_service_with_connect_info::<SocketAddr>();
 
     println!("telltale listening on http://{local}");
@@ -92,7 +117,12 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
 
     // Runs in progress stay `running` with this instance as owner: the next start resumes
     // them (or another instance once the lease expires).
+    // An erasure or compaction cut short is repeated from the start after the next start.
     janitor.abort();
+    deletion_worker.abort();
+    if let Some(compactor) = compactor {
+        compactor.abort();
+    }
     tracing::info!("shutting down: flushing buffered events");
     let report = ingestor.shutdown().await.context("final flush")?;
     tracing::info!(

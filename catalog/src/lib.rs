@@ -211,6 +211,101 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         scores: &[NewScore],
         files: &[NewLakeFile],
     ) -> Result<bool>;
+
+    /// Whether a scoring run is active on the survey.
+    async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool>;
+
+    // --- deletion ---
+
+    /// Tombstones the reference and records a pending deletion, in one transaction, or returns
+    /// the deletion that exists. A `failed` deletion requested again starts over as `pending`
+    /// with its attempts reset.
+    async fn request_session_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<SessionDeletion>;
+
+    async fn session_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Option<SessionDeletion>>;
+
+    /// Pending deletions due at `now` that `owner` may take: unowned, its own, or with an
+    /// expired lease; oldest first.
+    async fn claimable_deletions(&self, owner: &str, now: i64) -> Result<Vec<SessionDeletion>>;
+
+    /// Takes a pending deletion for `owner` for `lease_ms`, if it is claimable.
+    async fn claim_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<bool>;
+
+    /// Ends an attempt that did not complete and releases the lease, fenced by `owner`.
+    async fn set_back_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+        setback: &DeletionSetback,
+    ) -> Result<Option<SessionDeletion>>;
+
+    /// Marks the deletion completed (counting the attempt), fenced by `owner`.
+    async fn complete_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+    ) -> Result<bool>;
+
+    /// Every identifier linked to the reference in the survey.
+    async fn reference_identifiers(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Vec<String>>;
+
+    /// Adds identifiers to the tombstone (hashes, see [`TombstonedIdentifier`]).
+    async fn tombstone_identifiers(&self, survey: &SurveyId, hashes: &[String]) -> Result<()>;
+
+    /// Tombstoned identifiers with an id above `after`, oldest first.
+    async fn tombstoned_identifiers_after(&self, after: i64) -> Result<Vec<TombstonedIdentifier>>;
+
+    // --- rewrites of live files (erasure, compaction) ---
+
+    /// Records objects `owner` is about to upload that are not live yet, so that a crash
+    /// before their commit leaves them findable (see [`Catalog::unlinked_objects`]).
+    async fn record_pending_uploads(&self, owner: &str, paths: &[String]) -> Result<()>;
+
+    /// Replaces live files, in one transaction: the removed files stop being live and are
+    /// recorded as unlinked objects to delete, the added ones become live, and with
+    /// `erasure` the session's catalog rows (statistics, score) go too. Returns false, and
+    /// changes nothing, when a removed file is no longer live (another rewrite was first).
+    async fn swap_lake_files(
+        &self,
+        swap: &FileSwap,
+        erasure: Option<&SessionErasure>,
+    ) -> Result<bool>;
+
+    /// Objects that exist, or may, without being live and that may be deleted now: replaced
+    /// files, and uploads whose rewrite died (`owner` is `dead_owner`, or they were recorded
+    /// before `stale_before`).
+    async fn unlinked_objects(
+        &self,
+        dead_owner: Option<&str>,
+        stale_before: i64,
+    ) -> Result<Vec<String>>;
+
+    /// Forgets unlinked objects once they are deleted from the lake.
+    async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()>;
+
+    /// Makes deleted rows unrecoverable from the catalog's own files (for SQLite: deleted
+    /// content is zeroed on delete, and this empties its write-ahead log).
+    async fn scrub(&self) -> Result<()>;
 }
 
 /// Opens the catalog a URL names: `sqlite://PATH` (created when missing).

@@ -277,3 +277,100 @@ pub struct NewScore {
     pub model_version: String,
     pub run_id: RunId,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletionStatus {
+    Pending,
+    Completed,
+    Failed,
+}
+
+impl DeletionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeletionStatus::Pending => "pending",
+            DeletionStatus::Completed => "completed",
+            DeletionStatus::Failed => "failed",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value {
+            "pending" => Some(DeletionStatus::Pending),
+            "completed" => Some(DeletionStatus::Completed),
+            "failed" => Some(DeletionStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// A request to erase one session (reference) of a survey. Times are Unix milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionDeletion {
+    pub survey_id: SurveyId,
+    pub reference: String,
+    pub status: DeletionStatus,
+    /// Erasure attempts made so far (failed ones, plus the one that completed).
+    pub attempts: u32,
+    pub requested_at: i64,
+    pub updated_at: i64,
+    pub completed_at: Option<i64>,
+    pub error: Option<String>,
+    /// A pending deletion is not tried again before this time (the retry backoff).
+    pub next_attempt_at: i64,
+    /// The worker holding the deletion, and until when its lease lasts.
+    pub owner: Option<String>,
+    pub lease_until: Option<i64>,
+}
+
+/// How an erasure attempt that did not complete ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeletionSetback {
+    /// The attempt failed: it counts, and after `max_attempts` the deletion is `failed`.
+    Failed {
+        error: String,
+        retry_at: i64,
+        max_attempts: u32,
+    },
+    /// The attempt could not start (a scoring run is writing the survey's scores, or a
+    /// concurrent rewrite replaced a file first): try again at `retry_at`, not counted.
+    Deferred { retry_at: i64 },
+}
+
+/// A tombstoned browser-session identifier, as `sha256("survey_id:identifier")` in hex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TombstonedIdentifier {
+    pub id: i64,
+    pub survey_id: SurveyId,
+    pub identifier_sha256: String,
+}
+
+/// Live files replaced by new ones in one commit (an erasure or a compaction).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileSwap {
+    /// Paths of live files that stop being live.
+    pub removed: Vec<String>,
+    /// Files that become live (already written and durable).
+    pub added: Vec<NewLakeFile>,
+}
+
+/// What a session's erasure removes from the catalog, committed with its file swap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionErasure {
+    pub survey_id: SurveyId,
+    pub reference: String,
+    /// Every identifier linked to the reference (their `sessions` rows are deleted).
+    pub identifiers: Vec<String>,
+    /// Their tombstone entries, `sha256("survey_id:identifier")` in hex.
+    pub identifier_hashes: Vec<String>,
+}
+
+/// How a tombstone names a browser-session identifier: `sha256("survey_id:identifier")` in hex.
+pub fn identifier_tombstone_hash(survey: &SurveyId, identifier: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(survey.as_str().as_bytes());
+    hasher.update(b":");
+    hasher.update(identifier.as_bytes());
+    hex::encode(hasher.finalize())
+}

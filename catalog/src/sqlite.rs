@@ -42,7 +42,9 @@ impl SqliteCatalog {
             // keep hot pages in a 64 MiB cache per connection (the default is 2 MiB) and read
             // the rest through a memory map rather than a `pread` per page.
             .pragma("cache_size", "-65536")
-            .pragma("mmap_size", "1073741824");
+            .pragma("mmap_size", "1073741824")
+            // Erasure: deleted rows are overwritten with zeros, not left in free pages.
+            .pragma("secure_delete", "ON");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
@@ -778,7 +780,10 @@ impl Catalog for SqliteCatalog {
 
     async fn survey_sessions(&self, survey: &SurveyId) -> Result<Vec<SessionIdentity>> {
         let rows = sqlx::query(
-            "SELECT identifier, reference, event_count FROM sessions WHERE survey_id = ?",
+            "SELECT identifier, reference, event_count FROM sessions s
+             WHERE survey_id = ?
+               AND NOT EXISTS (SELECT 1 FROM tombstones t
+                               WHERE t.survey_id = s.survey_id AND t.reference = s.reference)",
         )
         .bind(survey.as_str())
         .fetch_all(&self.pool)
@@ -862,6 +867,398 @@ impl Catalog for SqliteCatalog {
         tx.commit().await?;
         Ok(true)
     }
+
+    async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool> {
+        let active: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM scoring_runs WHERE survey_id = ? AND status = 'running'",
+        )
+        .bind(survey.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(active.is_some())
+    }
+
+    async fn request_session_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<SessionDeletion> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT OR IGNORE INTO tombstones (survey_id, reference, created_at) VALUES (?, ?, ?)",
+        )
+        .bind(survey.as_str())
+        .bind(reference)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO session_deletions
+                 (survey_id, reference, status, attempts, requested_at, updated_at, next_attempt_at)
+             VALUES (?, ?, 'pending', 0, ?, ?, ?)
+             ON CONFLICT (survey_id, reference) DO UPDATE SET
+                 status = 'pending', attempts = 0, error = NULL, completed_at = NULL,
+                 updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
+                 owner = NULL, lease_until = NULL
+             WHERE session_deletions.status = 'failed'",
+        )
+        .bind(survey.as_str())
+        .bind(reference)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {DELETION_COLUMNS} FROM session_deletions WHERE survey_id = ? AND reference = ?"
+        ))
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        deletion_from_row(&row)
+    }
+
+    async fn session_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Option<SessionDeletion>> {
+        let row = sqlx::query(&format!(
+            "SELECT {DELETION_COLUMNS} FROM session_deletions WHERE survey_id = ? AND reference = ?"
+        ))
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(deletion_from_row).transpose()
+    }
+
+    async fn claimable_deletions(&self, owner: &str, now: i64) -> Result<Vec<SessionDeletion>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DELETION_COLUMNS} FROM session_deletions
+             WHERE status = 'pending' AND next_attempt_at <= ?
+               AND (owner IS NULL OR owner = ? OR lease_until < ?)
+             ORDER BY requested_at"
+        ))
+        .bind(now)
+        .bind(owner)
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(deletion_from_row).collect()
+    }
+
+    async fn claim_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<bool> {
+        let now = now_millis();
+        let claimed = sqlx::query(
+            "UPDATE session_deletions SET owner = ?, lease_until = ?
+             WHERE survey_id = ? AND reference = ? AND status = 'pending'
+               AND (owner IS NULL OR owner = ? OR lease_until < ?)",
+        )
+        .bind(owner)
+        .bind(now + lease_ms)
+        .bind(survey.as_str())
+        .bind(reference)
+        .bind(owner)
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(claimed == 1)
+    }
+
+    async fn set_back_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+        setback: &DeletionSetback,
+    ) -> Result<Option<SessionDeletion>> {
+        let now = now_millis();
+        let query = match setback {
+            DeletionSetback::Failed {
+                error,
+                retry_at,
+                max_attempts,
+            } => sqlx::query(
+                "UPDATE session_deletions SET
+                     attempts = attempts + 1,
+                     status = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE 'pending' END,
+                     error = ?, next_attempt_at = ?, updated_at = ?,
+                     owner = NULL, lease_until = NULL
+                 WHERE survey_id = ? AND reference = ? AND status = 'pending' AND owner = ?",
+            )
+            .bind(i64::from(*max_attempts))
+            .bind(error)
+            .bind(retry_at),
+            DeletionSetback::Deferred { retry_at } => sqlx::query(
+                "UPDATE session_deletions SET
+                     next_attempt_at = ?, owner = NULL, lease_until = NULL
+                 WHERE survey_id = ? AND reference = ? AND status = 'pending' AND owner = ?",
+            )
+            .bind(retry_at),
+        };
+        let query = match setback {
+            DeletionSetback::Failed { .. } => query.bind(now),
+            DeletionSetback::Deferred { .. } => query,
+        };
+        let changed = query
+            .bind(survey.as_str())
+            .bind(reference)
+            .bind(owner)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        if changed == 0 {
+            return Ok(None);
+        }
+        self.session_deletion(survey, reference).await
+    }
+
+    async fn complete_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+    ) -> Result<bool> {
+        let now = now_millis();
+        let completed = sqlx::query(
+            "UPDATE session_deletions SET
+                 status = 'completed', attempts = attempts + 1, error = NULL,
+                 completed_at = ?, updated_at = ?, owner = NULL, lease_until = NULL
+             WHERE survey_id = ? AND reference = ? AND status = 'pending' AND owner = ?",
+        )
+        .bind(now)
+        .bind(now)
+        .bind(survey.as_str())
+        .bind(reference)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(completed == 1)
+    }
+
+    async fn reference_identifiers(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT identifier FROM sessions INDEXED BY sessions_by_reference
+             WHERE survey_id = ? AND reference = ?",
+        )
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn tombstone_identifiers(&self, survey: &SurveyId, hashes: &[String]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        insert_tombstoned_identifiers(&mut tx, survey, hashes, now_millis()).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn tombstoned_identifiers_after(&self, after: i64) -> Result<Vec<TombstonedIdentifier>> {
+        let rows = sqlx::query(
+            "SELECT id, survey_id, identifier_sha256 FROM tombstoned_identifiers
+             WHERE id > ? ORDER BY id",
+        )
+        .bind(after)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(TombstonedIdentifier {
+                    id: row.try_get("id")?,
+                    survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
+                    identifier_sha256: row.try_get("identifier_sha256")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn record_pending_uploads(&self, owner: &str, paths: &[String]) -> Result<()> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        for path in paths {
+            sqlx::query(
+                "INSERT INTO lake_unlinked_objects (path, owner, created_at) VALUES (?, ?, ?)
+                 ON CONFLICT (path) DO UPDATE SET owner = excluded.owner,
+                                                  created_at = excluded.created_at",
+            )
+            .bind(path)
+            .bind(owner)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn swap_lake_files(
+        &self,
+        swap: &FileSwap,
+        erasure: Option<&SessionErasure>,
+    ) -> Result<bool> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        for path in &swap.removed {
+            let removed = sqlx::query("DELETE FROM lake_files WHERE path = ?")
+                .bind(path)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if removed != 1 {
+                // Another rewrite replaced it first; dropping `tx` rolls everything back.
+                return Ok(false);
+            }
+            sqlx::query(
+                "INSERT INTO lake_unlinked_objects (path, owner, created_at) VALUES (?, NULL, ?)
+                 ON CONFLICT (path) DO UPDATE SET owner = NULL",
+            )
+            .bind(path)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for file in &swap.added {
+            insert_lake_file(&mut tx, file, now).await?;
+            sqlx::query("DELETE FROM lake_unlinked_objects WHERE path = ?")
+                .bind(&file.path)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(erasure) = erasure {
+            let survey = erasure.survey_id.as_str();
+            sqlx::query(
+                "DELETE FROM sessions WHERE survey_id = ?
+                   AND (reference = ? OR identifier IN (SELECT value FROM json_each(?)))",
+            )
+            .bind(survey)
+            .bind(&erasure.reference)
+            .bind(serde_json_array(&erasure.identifiers))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("DELETE FROM session_scores WHERE survey_id = ? AND reference = ?")
+                .bind(survey)
+                .bind(&erasure.reference)
+                .execute(&mut *tx)
+                .await?;
+            insert_tombstoned_identifiers(
+                &mut tx,
+                &erasure.survey_id,
+                &erasure.identifier_hashes,
+                now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn unlinked_objects(
+        &self,
+        dead_owner: Option<&str>,
+        stale_before: i64,
+    ) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT u.path FROM lake_unlinked_objects u
+             WHERE (u.owner IS NULL OR u.owner = ? OR u.created_at < ?)
+               AND NOT EXISTS (SELECT 1 FROM lake_files f WHERE f.path = u.path)
+             ORDER BY u.path",
+        )
+        .bind(dead_owner)
+        .bind(stale_before)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "DELETE FROM lake_unlinked_objects WHERE path IN (SELECT value FROM json_each(?))",
+        )
+        .bind(serde_json_array(paths))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn scrub(&self) -> Result<()> {
+        // Frames of the SQLite write-ahead log still hold page images from before the
+        // deletes; a TRUNCATE checkpoint copies the zeroed pages into the database file and
+        // empties the log. It needs a moment without readers, so it is retried briefly.
+        for _ in 0..50 {
+            let row = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .fetch_one(&self.pool)
+                .await?;
+            let busy: i64 = row.try_get(0)?;
+            if busy == 0 {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(Error::Corrupt(
+            "the catalog's write-ahead log stayed busy; not checkpointed".to_owned(),
+        ))
+    }
+}
+
+const DELETION_COLUMNS: &str = "survey_id, reference, status, attempts, requested_at, updated_at,
+    completed_at, error, next_attempt_at, owner, lease_until";
+
+fn deletion_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<SessionDeletion> {
+    let status: String = row.try_get("status")?;
+    let attempts: i64 = row.try_get("attempts")?;
+    Ok(SessionDeletion {
+        survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
+        reference: row.try_get("reference")?,
+        status: DeletionStatus::parse(&status)
+            .ok_or_else(|| Error::Corrupt(format!("deletion status {status:?}")))?,
+        attempts: u32::try_from(attempts.max(0)).unwrap_or(u32::MAX),
+        requested_at: row.try_get("requested_at")?,
+        updated_at: row.try_get("updated_at")?,
+        completed_at: row.try_get("completed_at")?,
+        error: row.try_get("error")?,
+        next_attempt_at: row.try_get("next_attempt_at")?,
+        owner: row.try_get("owner")?,
+        lease_until: row.try_get("lease_until")?,
+    })
+}
+
+async fn insert_tombstoned_identifiers(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    survey: &SurveyId,
+    hashes: &[String],
+    now: i64,
+) -> Result<()> {
+    for hash in hashes {
+        sqlx::query(
+            "INSERT OR IGNORE INTO tombstoned_identifiers (survey_id, identifier_sha256, created_at)
+             VALUES (?, ?, ?)",
+        )
+        .bind(survey.as_str())
+        .bind(hash)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
 }
 
 /// A JSON array of strings, bound as one parameter and expanded with `json_each`, so a list of

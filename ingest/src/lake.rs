@@ -111,6 +111,24 @@ pub fn events_file_path(
     )
 }
 
+/// The object path of a file a rewrite (erasure, compaction) writes: a random name with no
+/// `-`, so it is never taken for a flush's file (see [`events_file_instance`]).
+pub fn rewritten_file_path(
+    kind: catalog::LakeFileKind,
+    survey_id: &str,
+    date: Option<&str>,
+) -> String {
+    let name = format!(
+        "rewrite_{}_{:016x}.parquet",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
+        rand::random::<u64>()
+    );
+    match date {
+        Some(date) => format!("{}/survey_id={survey_id}/date={date}/{name}", kind.as_str()),
+        None => format!("{}/survey_id={survey_id}/{name}", kind.as_str()),
+    }
+}
+
 /// The instance that wrote an events file, read back from its path.
 pub fn events_file_instance(path: &str) -> Option<&str> {
     let name = path.rsplit('/').next()?.strip_suffix(".parquet")?;

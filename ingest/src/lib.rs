@@ -11,12 +11,16 @@
 //! - [`events_file`]: the `events` Parquet schema and writer settings.
 //! - [`lake`]: object-store access and the lake's path layout.
 //! - [`pipeline`]: the [`Ingestor`] tying them together.
+//! - [`rewrite`]: replacing live files safely (erasing a session's rows, merging files).
+//! - [`compaction`]: merging the small files flushes write into large sorted ones.
 
 pub mod batch;
+pub mod compaction;
 pub mod event_row;
 pub mod events_file;
 pub mod lake;
 pub mod pipeline;
+pub mod rewrite;
 pub mod wal;
 
 pub use pipeline::{Accepted, FlushReport, IngestConfig, IngestError, Ingestor};

@@ -150,9 +150,8 @@ struct Inner {
     lake: Lake,
     wal: Wal,
     surveys: RwLock<HashMap<String, CachedSurvey>>,
-    /// The deleted references of each survey that has any.
-    tombstones: RwLock<HashMap<SurveyId, HashSet<String>>>,
-    last_tombstone_id: AtomicU64,
+    /// Deleted references and identifiers, of the surveys that have any.
+    tombstones: RwLock<Tombstones>,
     /// identifier -> reference, as learned from the stream and the catalog.
     references: Mutex<HashMap<(SurveyId, String), String>>,
     /// Identifiers of tombstoned surveys the catalog had no reference for, so the collector asks
@@ -250,8 +249,7 @@ impl Ingestor {
                 lake,
                 wal,
                 surveys: RwLock::new(HashMap::new()),
-                tombstones: RwLock::new(HashMap::new()),
-                last_tombstone_id: AtomicU64::new(0),
+                tombstones: RwLock::new(Tombstones::default()),
                 references: Mutex::new(HashMap::new()),
                 unlinked: Mutex::new(HashSet::new()),
                 retry_through: Mutex::new(None),
@@ -355,11 +353,16 @@ impl Ingestor {
             self.inner
                 .tombstones
                 .read()
-                .get(survey_id)
-                .is_some_and(|references| references.contains(reference))
+                .has_reference(survey_id, reference)
         };
-        if !self.inner.tombstones.read().contains_key(survey_id) {
-            return Ok(false);
+        {
+            let tombstones = self.inner.tombstones.read();
+            if !tombstones.has_survey(survey_id) {
+                return Ok(false);
+            }
+            if tombstones.has_identifier(survey_id, identifier) {
+                return Ok(true);
+            }
         }
         if batch::normalize_reference(identifier).is_some_and(|reference| tombstoned(&reference)) {
             return Ok(true);
@@ -400,30 +403,73 @@ impl Ingestor {
         let Some(reference) = named else {
             return Ok(false);
         };
-        // The discarded batch never reaches the statistics, so remember the link here: the
-        // identifier's later batches belong to the deleted session too.
+        // The discarded batch never reaches the statistics, so the link is known nowhere
+        // else: add the identifier to the tombstone, so its later batches (on any instance,
+        // after any restart) are discarded too.
+        let hash = catalog::identifier_tombstone_hash(survey_id, identifier);
+        self.inner
+            .catalog
+            .tombstone_identifiers(survey_id, std::slice::from_ref(&hash))
+            .await?;
+        self.inner
+            .tombstones
+            .write()
+            .add_identifier_hash(survey_id.clone(), hash);
         self.inner.references.lock().insert(key, reference);
         Ok(true)
     }
 
     /// Loads tombstones created since the last call (on any instance).
     pub async fn refresh_tombstones(&self) -> Result<(), IngestError> {
-        let after = self.inner.last_tombstone_id.load(Ordering::Acquire) as i64;
-        let fresh = self.inner.catalog.tombstones_after(after).await?;
-        if let Some(last) = fresh.last() {
-            self.inner
-                .last_tombstone_id
-                .store(last.id.max(0) as u64, Ordering::Release);
-            // A link the catalog did not know may exist now.
-            *self.inner.unlinked.lock() = HashSet::new();
-            let mut tombstones = self.inner.tombstones.write();
-            for tombstone in fresh {
-                tombstones
-                    .entry(tombstone.survey_id)
-                    .or_default()
-                    .insert(tombstone.reference);
-            }
+        let (after_reference, after_identifier) = {
+            let tombstones = self.inner.tombstones.read();
+            (tombstones.last_reference_id, tombstones.last_identifier_id)
+        };
+        let references = self.inner.catalog.tombstones_after(after_reference).await?;
+        let identifiers = self
+            .inner
+            .catalog
+            .tombstoned_identifiers_after(after_identifier)
+            .await?;
+        if references.is_empty() && identifiers.is_empty() {
+            return Ok(());
         }
+        // A link the catalog did not know may exist now.
+        *self.inner.unlinked.lock() = HashSet::new();
+        let mut tombstones = self.inner.tombstones.write();
+        for tombstone in references {
+            tombstones.last_reference_id = tombstones.last_reference_id.max(tombstone.id);
+            tombstones
+                .references
+                .entry(tombstone.survey_id)
+                .or_default()
+                .insert(tombstone.reference);
+        }
+        for identifier in identifiers {
+            tombstones.last_identifier_id = tombstones.last_identifier_id.max(identifier.id);
+            tombstones.add_identifier_hash(identifier.survey_id, identifier.identifier_sha256);
+        }
+        Ok(())
+    }
+
+    /// Whether the session a reference names is deleted (tombstoned) in the survey.
+    pub fn is_tombstoned(&self, survey_id: &SurveyId, reference: &str) -> bool {
+        self.inner
+            .tombstones
+            .read()
+            .has_reference(survey_id, reference)
+    }
+
+    /// Makes the log forget everything acknowledged before this call: it is flushed (deleted
+    /// sessions' batches are dropped on the way, see [`Ingestor::flush`]), the open segment is
+    /// closed, and every closed segment is deleted. An erasure calls this, so that no byte of
+    /// the erased session stays in the log.
+    pub async fn purge_log(&self) -> Result<(), IngestError> {
+        self.make_visible().await?;
+        self.inner.wal.roll_now().await?;
+        // Records logged between the first pass and the roll sit in the closed segment too.
+        self.make_visible().await?;
+        self.truncate_log().await;
         Ok(())
     }
 
@@ -438,7 +484,21 @@ impl Ingestor {
         let Some(through_lsn) = records.last().map(|record| record.lsn) else {
             return Ok(0);
         };
-        let deltas = tokio::task::spawn_blocking(move || session_deltas(&records)).await?;
+        let tombstones = self.tombstones_of(records.iter().map(|record| &record.survey_id));
+        let deltas = tokio::task::spawn_blocking(move || {
+            let mut deltas = session_deltas(&records);
+            if let Some(tombstones) = &tombstones {
+                deltas.retain(|delta| {
+                    !tombstones.erases(
+                        &delta.survey_id,
+                        &delta.identifier,
+                        delta.reference.as_deref(),
+                    )
+                });
+            }
+            deltas
+        })
+        .await?;
         self.inner
             .catalog
             .apply_session_stats(&self.inner.config.instance_id, through_lsn, &deltas)
@@ -489,9 +549,17 @@ impl Ingestor {
         // From here on a failure repeats this exact range.
         *self.inner.retry_through.lock() = Some(through_lsn);
         let references = self.references_for(&records).await?;
+        let tombstones = self.tombstones_of(records.iter().map(|record| &record.survey_id));
         let instance = self.inner.config.instance_id.clone();
         let files = tokio::task::spawn_blocking(move || {
-            build_event_files(&records, &references, &instance, first_lsn, through_lsn)
+            build_event_files(
+                &records,
+                &references,
+                tombstones.as_ref(),
+                &instance,
+                first_lsn,
+                through_lsn,
+            )
         })
         .await??;
 
@@ -625,6 +693,29 @@ impl Ingestor {
             }
             Err(error) => tracing::warn!(%error, "write-ahead log truncation task failed"),
         }
+    }
+
+    /// The tombstones of the given surveys, `None` when none of them has any (the usual case).
+    fn tombstones_of<'a>(&self, surveys: impl Iterator<Item = &'a SurveyId>) -> Option<Tombstones> {
+        let tombstones = self.inner.tombstones.read();
+        if tombstones.references.is_empty() && tombstones.identifiers.is_empty() {
+            return None;
+        }
+        let mut subset = Tombstones::default();
+        for survey in surveys {
+            if subset.has_survey(survey) || !tombstones.has_survey(survey) {
+                continue;
+            }
+            if let Some(references) = tombstones.references.get(survey) {
+                subset.references.insert(survey.clone(), references.clone());
+            }
+            if let Some(identifiers) = tombstones.identifiers.get(survey) {
+                subset
+                    .identifiers
+                    .insert(survey.clone(), identifiers.clone());
+            }
+        }
+        (!subset.references.is_empty() || !subset.identifiers.is_empty()).then_some(subset)
     }
 
     /// Each identifier's reference: learned from the stream, else from the catalog.
@@ -795,6 +886,7 @@ fn utc_date(millis: i64) -> String {
 fn build_event_files(
     records: &[Arc<WalRecord>],
     references: &HashMap<(SurveyId, String), String>,
+    tombstones: Option<&Tombstones>,
     instance: &str,
     first_lsn: u64,
     through_lsn: u64,
@@ -877,6 +969,13 @@ fn build_event_files(
                         .cloned()
                 })
                 .or_else(|| batch::normalize_reference(&record.identifier));
+            // Acknowledged before its session was deleted, and still in the log: dropped,
+            // never written.
+            if tombstones.is_some_and(|tombstones| {
+                tombstones.erases(survey_id, &record.identifier, reference.as_deref())
+            }) {
+                continue;
+            }
             for row in &rows {
                 builder.append(
                     survey_id.as_str(),
@@ -917,6 +1016,43 @@ fn build_event_files(
         start = end;
     }
     Ok(files)
+}
+
+/// Deleted sessions: references, and the identifiers that were linked to them (as hashes).
+#[derive(Debug, Default, Clone)]
+struct Tombstones {
+    references: HashMap<SurveyId, HashSet<String>>,
+    identifiers: HashMap<SurveyId, HashSet<String>>,
+    last_reference_id: i64,
+    last_identifier_id: i64,
+}
+
+impl Tombstones {
+    fn has_survey(&self, survey: &SurveyId) -> bool {
+        self.references.contains_key(survey) || self.identifiers.contains_key(survey)
+    }
+
+    fn has_reference(&self, survey: &SurveyId, reference: &str) -> bool {
+        self.references
+            .get(survey)
+            .is_some_and(|references| references.contains(reference))
+    }
+
+    fn has_identifier(&self, survey: &SurveyId, identifier: &str) -> bool {
+        self.identifiers.get(survey).is_some_and(|hashes| {
+            hashes.contains(&catalog::identifier_tombstone_hash(survey, identifier))
+        })
+    }
+
+    fn add_identifier_hash(&mut self, survey: SurveyId, hash: String) {
+        self.identifiers.entry(survey).or_default().insert(hash);
+    }
+
+    /// Whether data of `identifier`, linked to `reference`, belongs to a deleted session.
+    fn erases(&self, survey: &SurveyId, identifier: &str, reference: Option<&str>) -> bool {
+        reference.is_some_and(|reference| self.has_reference(survey, reference))
+            || self.has_identifier(survey, identifier)
+    }
 }
 
 /// Whether `needle` occurs in `haystack` (SIMD substring search: this runs over every body).

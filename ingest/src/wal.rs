@@ -133,9 +133,25 @@ pub struct Append {
     pub body: Bytes,
 }
 
-struct Request {
-    append: Append,
-    done: oneshot::Sender<Result<Arc<WalRecord>, Arc<WalError>>>,
+enum Request {
+    Append {
+        append: Append,
+        done: oneshot::Sender<Result<Arc<WalRecord>, Arc<WalError>>>,
+    },
+    /// Start a new segment now, even when nothing else is written: erasure needs every record
+    /// logged so far out of the open segment, so that its file can be deleted.
+    Roll {
+        done: oneshot::Sender<Result<(), Arc<WalError>>>,
+    },
+}
+
+impl Request {
+    fn body_len(&self) -> usize {
+        match self {
+            Request::Append { append, .. } => append.body.len(),
+            Request::Roll { .. } => 0,
+        }
+    }
 }
 
 /// Called by the writer thread with each durable group, before the appenders are woken.
@@ -223,7 +239,7 @@ impl Wal {
         let sender = self.sender.clone();
         // `send` blocks only when the queue is full, which is backpressure we want to honour
         // without stalling a runtime worker.
-        match sender.try_send(Request { append, done }) {
+        match sender.try_send(Request::Append { append, done }) {
             Ok(()) => {}
             Err(mpsc::TrySendError::Full(request)) => {
                 tokio::task::spawn_blocking(move || sender.send(request))
@@ -240,6 +256,18 @@ impl Wal {
     /// can be deleted.
     pub fn request_roll(&self) {
         self.shared.roll_requested.store(true, Ordering::Release);
+    }
+
+    /// Closes the open segment now (when it holds records) and starts a new one, so that every
+    /// record logged before this call sits in a closed segment that truncation can delete.
+    pub async fn roll_now(&self) -> Result<(), Arc<WalError>> {
+        let (done, wait) = oneshot::channel();
+        let sender = self.sender.clone();
+        tokio::task::spawn_blocking(move || sender.send(Request::Roll { done }))
+            .await
+            .map_err(|_| Arc::new(WalError::Closed))?
+            .map_err(|_| Arc::new(WalError::Closed))?;
+        wait.await.map_err(|_| Arc::new(WalError::Closed))?
     }
 
     /// The highest sequence number handed out so far.
@@ -379,16 +407,26 @@ fn writer_loop(
     // Set when a failed write could not be cut back: nothing may be appended after a torn
     // record (replay stops there), so appends fail until a fresh segment exists.
     let mut broken = false;
+    let mut roll_waiters = Vec::new();
     while let Ok(first) = receiver.recv() {
-        let mut group_bytes = first.append.body.len();
+        let mut group_bytes = first.body_len();
         group.push(first);
         while group.len() < MAX_GROUP && group_bytes < MAX_GROUP_BYTES {
             match receiver.try_recv() {
                 Ok(request) => {
-                    group_bytes += request.append.body.len();
+                    group_bytes += request.body_len();
                     group.push(request);
                 }
                 Err(_) => break,
+            }
+        }
+        // Rolls happen before this group's write: each waiter's records are already durable in
+        // the segment being closed.
+        let mut appends = Vec::with_capacity(group.len());
+        for request in group.drain(..) {
+            match request {
+                Request::Append { append, done } => appends.push((append, done)),
+                Request::Roll { done } => roll_waiters.push(done),
             }
         }
         if buffer.capacity() > 4 * MAX_GROUP_BYTES {
@@ -404,7 +442,10 @@ fn writer_loop(
                 Err(error) => {
                     tracing::error!(%error, "write-ahead log unavailable");
                     let shared_error = Arc::new(error);
-                    for Request { done, .. } in group.drain(..) {
+                    for (_, done) in appends.drain(..) {
+                        let _ = done.send(Err(Arc::clone(&shared_error)));
+                    }
+                    for done in roll_waiters.drain(..) {
                         let _ = done.send(Err(Arc::clone(&shared_error)));
                     }
                     continue;
@@ -412,18 +453,25 @@ fn writer_loop(
             }
         }
 
-        let roll = shared.roll_requested.swap(false, Ordering::AcqRel);
+        let roll = shared.roll_requested.swap(false, Ordering::AcqRel) || !roll_waiters.is_empty();
+        let mut rolled = Ok(());
         if (roll && segment.written > 0) || segment.written >= SEGMENT_TARGET_BYTES {
             match roll_segment(&shared, next_lsn) {
                 Ok(next) => segment = next,
-                Err(error) => tracing::error!(%error, "could not roll the write-ahead log"),
+                Err(error) => {
+                    tracing::error!(%error, "could not roll the write-ahead log");
+                    rolled = Err(Arc::new(error));
+                }
             }
+        }
+        for done in roll_waiters.drain(..) {
+            let _ = done.send(rolled.clone());
         }
 
         buffer.clear();
-        let mut records = Vec::with_capacity(group.len());
-        let mut waiters = Vec::with_capacity(group.len());
-        for Request { append, done } in group.drain(..) {
+        let mut records = Vec::with_capacity(appends.len());
+        let mut waiters = Vec::with_capacity(appends.len());
+        for (append, done) in appends {
             let record = WalRecord {
                 lsn: next_lsn,
                 received_at: append.received_at,

@@ -154,13 +154,17 @@ fn repeated_time(at: i64, n: usize) -> arrow::array::TimestampMillisecondArray {
     builder.finish()
 }
 
-/// Encodes one batch as a Parquet file: zstd, statistics on.
+/// Writer settings of `features` and `scores` files: zstd, statistics on.
+pub fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+        .build()
+}
+
+/// Encodes one batch as a Parquet file with [`writer_properties`].
 pub fn to_parquet(batch: &RecordBatch) -> Result<Vec<u8>, parquet::errors::ParquetError> {
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-        .build();
     let mut out = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut out, batch.schema(), Some(properties))?;
+    let mut writer = ArrowWriter::try_new(&mut out, batch.schema(), Some(writer_properties()))?;
     writer.write(batch)?;
     writer.close()?;
     Ok(out)

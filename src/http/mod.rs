@@ -6,6 +6,7 @@
 //! - `integrations`: `/integrations/v1/...` for integrators' servers (bearer keys, scopes,
 //!   rate limit).
 //! - `scoring`: scoring runs (start, poll, cancel).
+//! - `deletions`: session deletion (request, poll).
 //! - `status`: availability.
 //! - `openapi`: the OpenAPI 3.1 document, generated from the handlers.
 //! - `auth`: bearer authentication and the per-key rate limit.
@@ -13,6 +14,7 @@
 
 pub mod auth;
 pub mod collector;
+pub mod deletions;
 pub mod demo;
 pub mod embed;
 pub mod error;
@@ -59,6 +61,7 @@ pub struct StateInner {
     pub catalog: Arc<dyn Catalog>,
     pub ingestor: Ingestor,
     pub scoring: scorer::ScoringService,
+    pub deletions: crate::erasure::DeletionService,
     /// Base URL without a trailing slash, for addresses handed to integrators.
     pub public_url: String,
     pub api_limiter: SlidingWindow,
@@ -80,6 +83,7 @@ impl AppState {
         catalog: Arc<dyn Catalog>,
         ingestor: Ingestor,
         scoring: scorer::ScoringService,
+        deletions: crate::erasure::DeletionService,
         public_url: &str,
         limits: &Limits,
     ) -> Self {
@@ -88,6 +92,7 @@ impl AppState {
             catalog,
             ingestor,
             scoring,
+            deletions,
             public_url: public_url.trim_end_matches('/').to_owned(),
             api_limiter: SlidingWindow::new(
                 limits.api_requests_per_minute,
@@ -110,6 +115,7 @@ pub fn app(state: AppState) -> Router {
         .merge(demo::routes())
         .merge(integrations::routes())
         .merge(scoring::routes())
+        .merge(deletions::routes())
         .merge(status::routes())
         .merge(openapi::routes())
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()) })

@@ -31,6 +31,8 @@ pub struct ErrorBody {
         super::scoring::start_run,
         super::scoring::get_run,
         super::scoring::cancel_run,
+        super::deletions::request_deletion,
+        super::deletions::get_deletion,
         super::status::health,
         super::status::status,
     ),

@@ -1,0 +1,215 @@
+//! Compaction: the many small events files that flushes write are merged, per survey and date,
+//! into few large files sorted by session, so scans open fewer files and an erasure rewrites
+//! one file rather than every flush's.
+//!
+//! A partition is compacted when it holds at least two small files (fewer rows than half of
+//! the target). Its small files, in commit order, are cut into groups of at most the target's
+//! rows; each group of two or more files becomes one file, replaced with
+//! [`rewrite::replace_files`](crate::rewrite::replace_files). A group whose inputs another
+//! rewrite (an erasure) replaced meanwhile is skipped; the next compaction takes it again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use catalog::{Catalog, LakeFile, LakeFileKind, NewLakeFile, SurveyId};
+use object_store::ObjectStoreExt;
+use object_store::path::Path as ObjectPath;
+
+use crate::events_file;
+use crate::lake::{self, Lake, LakeError};
+use crate::rewrite::{self, RewriteError};
+
+/// Settings of a compaction pass.
+#[derive(Debug, Clone)]
+pub struct CompactionConfig {
+    /// Rows a compacted file holds at most. Files under half of this count as small.
+    pub target_rows: u64,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        // About 5 MB of Parquet for pointer events, and a few hundred MB of Arrow while the
+        // group is merged; an erasure rewrites at most this many rows per file it touches.
+        CompactionConfig {
+            target_rows: 2_000_000,
+        }
+    }
+}
+
+/// What a compaction pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CompactionReport {
+    /// Files merged away, and the files they became.
+    pub files_in: usize,
+    pub files_out: usize,
+    pub rows: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Groups skipped because a concurrent rewrite replaced one of their files first.
+    pub conflicts: usize,
+}
+
+/// Compacts the events files of `survey` (or of every survey), skipping surveys a scoring run
+/// is scanning. `owner` names this process in the catalog's record of pending uploads.
+pub async fn compact(
+    catalog: &Arc<dyn Catalog>,
+    lake: &Lake,
+    owner: &str,
+    survey: Option<&SurveyId>,
+    config: &CompactionConfig,
+) -> Result<CompactionReport, RewriteError> {
+    let files = catalog.live_files(LakeFileKind::Events, survey).await?;
+    let mut partitions: BTreeMap<(SurveyId, Option<String>), Vec<LakeFile>> = BTreeMap::new();
+    for file in files {
+        if file.file.row_count < config.target_rows / 2 {
+            partitions
+                .entry((
+                    file.file.survey_id.clone(),
+                    file.file.partition_date.clone(),
+                ))
+                .or_default()
+                .push(file);
+        }
+    }
+    let mut report = CompactionReport::default();
+    for ((survey_id, date), mut small) in partitions {
+        if small.len() < 2 {
+            continue;
+        }
+        if catalog.has_active_scoring_run(&survey_id).await? {
+            tracing::debug!(survey = %survey_id, "compaction skips a survey being scored");
+            continue;
+        }
+        // Commit order is log order, which the merge keeps within each session.
+        small.sort_by_key(|file| file.id);
+        for group in groups(&small, config.target_rows) {
+            compact_group(
+                catalog,
+                lake,
+                owner,
+                &survey_id,
+                date.as_deref(),
+                group,
+                &mut report,
+            )
+            .await?;
+        }
+    }
+    Ok(report)
+}
+
+/// Consecutive runs of files of at most `target_rows` rows in all, of two files or more.
+fn groups(files: &[LakeFile], target_rows: u64) -> Vec<&[LakeFile]> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    let mut rows = 0;
+    for (index, file) in files.iter().enumerate() {
+        if index > start && rows + file.file.row_count > target_rows {
+            groups.push(&files[start..index]);
+            start = index;
+            rows = 0;
+        }
+        rows += file.file.row_count;
+    }
+    groups.push(&files[start..]);
+    groups.retain(|group| group.len() >= 2);
+    groups
+}
+
+async fn compact_group(
+    catalog: &Arc<dyn Catalog>,
+    lake: &Lake,
+    owner: &str,
+    survey_id: &SurveyId,
+    date: Option<&str>,
+    group: &[LakeFile],
+    report: &mut CompactionReport,
+) -> Result<(), RewriteError> {
+    let mut inputs = Vec::with_capacity(group.len());
+    for file in group {
+        inputs.push(read_object(lake, &file.file.path).await?);
+    }
+    let merged = tokio::task::spawn_blocking(move || {
+        rewrite::merge_sorted(&inputs, "session_id", events_file::writer_properties())
+    })
+    .await??;
+    let path = lake::rewritten_file_path(LakeFileKind::Events, survey_id.as_str(), date);
+    let file = NewLakeFile {
+        path,
+        kind: LakeFileKind::Events,
+        survey_id: survey_id.clone(),
+        partition_date: date.map(str::to_owned),
+        row_count: merged.rows,
+        size_bytes: merged.bytes.len() as u64,
+        min_session: merged.min_session,
+        max_session: merged.max_session,
+    };
+    let (rows, bytes_out) = (file.row_count, file.size_bytes);
+    let removed: Vec<String> = group.iter().map(|file| file.file.path.clone()).collect();
+    let replaced = rewrite::replace_files(
+        catalog,
+        lake,
+        owner,
+        removed,
+        vec![(merged.bytes, file)],
+        None,
+    )
+    .await?;
+    if replaced {
+        report.files_in += group.len();
+        report.files_out += 1;
+        report.rows += rows;
+        report.bytes_in += group.iter().map(|file| file.file.size_bytes).sum::<u64>();
+        report.bytes_out += bytes_out;
+    } else {
+        report.conflicts += 1;
+    }
+    Ok(())
+}
+
+/// Reads a lake object whole.
+pub async fn read_object(lake: &Lake, path: &str) -> Result<Bytes, LakeError> {
+    Ok(lake
+        .store()
+        .get(&ObjectPath::from(path))
+        .await?
+        .bytes()
+        .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(id: i64, rows: u64) -> LakeFile {
+        LakeFile {
+            id,
+            created_at: 0,
+            file: NewLakeFile {
+                path: format!("f{id}"),
+                kind: LakeFileKind::Events,
+                survey_id: SurveyId::parse("00112233445566778899aabb").expect("id"),
+                partition_date: None,
+                row_count: rows,
+                size_bytes: 0,
+                min_session: None,
+                max_session: None,
+            },
+        }
+    }
+
+    #[test]
+    fn groups_stay_under_the_target_and_single_files_are_left_alone() {
+        let files: Vec<LakeFile> = [40, 40, 30, 90, 10, 5]
+            .iter()
+            .enumerate()
+            .map(|(index, rows)| file(index as i64, *rows))
+            .collect();
+        let ids: Vec<Vec<i64>> = groups(&files, 100)
+            .iter()
+            .map(|group| group.iter().map(|file| file.id).collect())
+            .collect();
+        assert_eq!(ids, vec![vec![0, 1], vec![3, 4]]);
+    }
+}

@@ -1,0 +1,463 @@
+//! Rewrites of lake files: erasing one session's rows, and merging small files into large ones.
+//!
+//! Both produce new objects that replace live ones. The protocol that makes a replacement safe
+//! (readers never see a half-rewritten file, a crash at any point leaves nothing behind) is
+//! [`replace_files`]:
+//!
+//! 1. record the new paths as pending uploads of this instance in the catalog;
+//! 2. write the new objects, durably;
+//! 3. one catalog transaction: the old files stop being live (and are recorded as unlinked
+//!    objects to delete), the new ones become live; it fails, changing nothing, when another
+//!    rewrite replaced one of the old files first;
+//! 4. delete the old objects and forget them.
+//!
+//! A crash before 3 leaves pending uploads that the instance deletes when it starts again (or any
+//! instance, once they are an hour old); a crash after 3 leaves unlinked objects that anyone may
+//! delete. See [`delete_unlinked_objects`].
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
+use arrow::compute::{SortColumn, concat_batches, filter_record_batch, lexsort_to_indices};
+use arrow::datatypes::{DataType, Int32Type};
+use bytes::Bytes;
+use catalog::{Catalog, FileSwap, NewLakeFile, SessionErasure};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::properties::WriterProperties;
+
+use crate::lake::{Lake, LakeError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RewriteError {
+    #[error("reading or writing parquet failed: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("arrow computation failed: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+    #[error(transparent)]
+    Lake(#[from] LakeError),
+    #[error(transparent)]
+    Catalog(#[from] catalog::Error),
+    #[error("background task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// The rows of one session: those whose `reference` is the session's reference, and (in
+/// `events` files) those whose `session_id` is one of the identifiers linked to it.
+#[derive(Debug, Clone)]
+pub struct SessionRows {
+    pub reference: String,
+    pub identifiers: HashSet<String>,
+}
+
+impl SessionRows {
+    fn matches_reference(&self, value: &str) -> bool {
+        value == self.reference
+    }
+
+    fn matches_identifier(&self, value: &str) -> bool {
+        self.identifiers.contains(value)
+    }
+}
+
+/// A file written by a rewrite: its bytes and what the catalog records about it.
+#[derive(Debug)]
+pub struct Rewritten {
+    pub bytes: Vec<u8>,
+    pub rows: u64,
+    /// Smallest and largest value of the file's session column (`session_id` for events,
+    /// `reference` for scores and features).
+    pub min_session: Option<String>,
+    pub max_session: Option<String>,
+}
+
+/// What erasing a session from one file gave.
+#[derive(Debug)]
+pub enum Erased {
+    /// The file holds no row of the session.
+    Untouched,
+    /// Every row was the session's: the file goes, with no replacement.
+    Emptied,
+    Rewritten(Rewritten),
+}
+
+/// Erases the session's rows from a Parquet file, writing what is left with `properties`.
+///
+/// The session columns are read first on their own (cheap: two dictionary columns), so a file
+/// without the session is never decoded in full.
+pub fn erase_rows(
+    bytes: Bytes,
+    session: &SessionRows,
+    session_column: &str,
+    properties: WriterProperties,
+) -> Result<Erased, RewriteError> {
+    let probe = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
+    let columns = session_columns(probe.schema().fields());
+    if columns.is_empty() {
+        return Ok(Erased::Untouched);
+    }
+    let projection = ProjectionMask::roots(
+        probe.parquet_schema(),
+        columns.iter().map(|(index, _)| *index),
+    );
+    let mut found = false;
+    for batch in probe.with_projection(projection).build()? {
+        let batch = batch?;
+        let keep = keep_mask(&batch, session)?;
+        if keep.true_count() < batch.num_rows() {
+            found = true;
+            break;
+        }
+    }
+    if !found {
+        return Ok(Erased::Untouched);
+    }
+
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+    let schema = Arc::clone(reader.schema());
+    let mut kept = Vec::new();
+    for batch in reader.build()? {
+        let batch = batch?;
+        let keep = keep_mask(&batch, session)?;
+        let filtered = filter_record_batch(&batch, &keep)?;
+        if filtered.num_rows() > 0 {
+            kept.push(filtered);
+        }
+    }
+    let rows: usize = kept.iter().map(RecordBatch::num_rows).sum();
+    if rows == 0 {
+        return Ok(Erased::Emptied);
+    }
+    let (min_session, max_session) = session_range(&kept, session_column)?;
+    let mut out = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut out, schema, Some(properties))?;
+    for batch in &kept {
+        writer.write(batch)?;
+    }
+    writer.close()?;
+    Ok(Erased::Rewritten(Rewritten {
+        bytes: out,
+        rows: rows as u64,
+        min_session,
+        max_session,
+    }))
+}
+
+/// Merges Parquet files of one schema into one file whose rows are sorted by `session_column`,
+/// keeping the files' order (and each file's row order) within a session.
+pub fn merge_sorted(
+    files: &[Bytes],
+    session_column: &str,
+    properties: WriterProperties,
+) -> Result<Rewritten, RewriteError> {
+    let mut batches = Vec::new();
+    let mut schema = None;
+    for bytes in files {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
+        schema.get_or_insert_with(|| Arc::clone(reader.schema()));
+        for batch in reader.build()? {
+            batches.push(batch?);
+        }
+    }
+    let Some(schema) = schema else {
+        return Ok(Rewritten {
+            bytes: Vec::new(),
+            rows: 0,
+            min_session: None,
+            max_session: None,
+        });
+    };
+    let all = concat_batches(&schema, &batches)?;
+    drop(batches);
+    let rows = all.num_rows();
+    let sessions = arrow::compute::cast(session_array(&all, session_column)?, &DataType::Utf8)?;
+    // The row number as a second key makes the sort stable: events of a session stay in the
+    // order they were logged.
+    let positions = UInt32Array::from_iter_values(0..u32::try_from(rows).unwrap_or(u32::MAX));
+    let order = lexsort_to_indices(
+        &[
+            SortColumn {
+                values: sessions,
+                options: None,
+            },
+            SortColumn {
+                values: Arc::new(positions),
+                options: None,
+            },
+        ],
+        None,
+    )?;
+    let sorted = arrow::compute::take_record_batch(&all, &order)?;
+    drop(all);
+    let (min_session, max_session) = session_range(std::slice::from_ref(&sorted), session_column)?;
+    let mut out = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut out, schema, Some(properties))?;
+    writer.write(&sorted)?;
+    writer.close()?;
+    Ok(Rewritten {
+        bytes: out,
+        rows: rows as u64,
+        min_session,
+        max_session,
+    })
+}
+
+/// Replaces live files by rewritten ones with the protocol of this module's docs. `added`
+/// pairs each new file's bytes with its catalog record. Returns false, having changed nothing
+/// live (and removed its own uploads), when another rewrite replaced one of `removed` first.
+pub async fn replace_files(
+    catalog: &Arc<dyn Catalog>,
+    lake: &Lake,
+    owner: &str,
+    removed: Vec<String>,
+    added: Vec<(Vec<u8>, NewLakeFile)>,
+    erasure: Option<&SessionErasure>,
+) -> Result<bool, RewriteError> {
+    let new_paths: Vec<String> = added.iter().map(|(_, file)| file.path.clone()).collect();
+    catalog.record_pending_uploads(owner, &new_paths).await?;
+    let mut swap = FileSwap {
+        removed,
+        added: Vec::with_capacity(added.len()),
+    };
+    for (bytes, file) in added {
+        lake.put_durable(&file.path, bytes).await?;
+        swap.added.push(file);
+    }
+    if !catalog.swap_lake_files(&swap, erasure).await? {
+        for path in &new_paths {
+            lake.delete(path).await?;
+        }
+        catalog.forget_unlinked_objects(&new_paths).await?;
+        return Ok(false);
+    }
+    for path in &swap.removed {
+        lake.delete(path).await?;
+    }
+    catalog.forget_unlinked_objects(&swap.removed).await?;
+    Ok(true)
+}
+
+/// Deletes the lake objects the catalog lists as unlinked and deletable: files replaced by a
+/// committed rewrite, and uploads of rewrites that died (`dead_owner`'s, or older than an hour).
+/// Returns how many were deleted.
+pub async fn delete_unlinked_objects(
+    catalog: &Arc<dyn Catalog>,
+    lake: &Lake,
+    dead_owner: Option<&str>,
+) -> Result<usize, RewriteError> {
+    let stale_before = catalog::now_millis() - 3_600_000;
+    let paths = catalog.unlinked_objects(dead_owner, stale_before).await?;
+    for path in &paths {
+        lake.delete(path).await?;
+    }
+    catalog.forget_unlinked_objects(&paths).await?;
+    Ok(paths.len())
+}
+
+/// Indices and names of the columns that identify a session, among `fields`.
+fn session_columns(fields: &arrow::datatypes::Fields) -> Vec<(usize, &'static str)> {
+    ["session_id", "reference"]
+        .into_iter()
+        .filter_map(|name| fields.find(name).map(|(index, _)| (index, name)))
+        .collect()
+}
+
+/// True for the rows that do not belong to the session.
+fn keep_mask(batch: &RecordBatch, session: &SessionRows) -> Result<BooleanArray, RewriteError> {
+    let mut keep = vec![true; batch.num_rows()];
+    if let Some(column) = batch.column_by_name("reference") {
+        mark(column, &mut keep, |value| session.matches_reference(value))?;
+    }
+    if let Some(column) = batch.column_by_name("session_id") {
+        mark(column, &mut keep, |value| session.matches_identifier(value))?;
+    }
+    Ok(BooleanArray::from(keep))
+}
+
+/// Clears `keep` for the rows whose string value matches. Dictionary columns are matched once
+/// per dictionary value, not once per row.
+fn mark(
+    column: &ArrayRef,
+    keep: &mut [bool],
+    matches: impl Fn(&str) -> bool,
+) -> Result<(), RewriteError> {
+    match column.data_type() {
+        DataType::Dictionary(key, value)
+            if **key == DataType::Int32 && **value == DataType::Utf8 =>
+        {
+            let dictionary = column.as_dictionary::<Int32Type>();
+            let values = dictionary.values().as_string::<i32>();
+            let hit: Vec<bool> = (0..values.len())
+                .map(|index| values.is_valid(index) && matches(values.value(index)))
+                .collect();
+            if !hit.contains(&true) {
+                return Ok(());
+            }
+            for (row, key) in dictionary.keys().iter().enumerate() {
+                if let Some(key) = key
+                    && hit.get(key as usize).copied().unwrap_or(false)
+                {
+                    keep[row] = false;
+                }
+            }
+        }
+        _ => {
+            let strings = arrow::compute::cast(column, &DataType::Utf8)?;
+            let strings = strings.as_string::<i32>();
+            for (row, value) in strings.iter().enumerate() {
+                if value.is_some_and(&matches) {
+                    keep[row] = false;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn session_array<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, RewriteError> {
+    batch.column_by_name(name).ok_or_else(|| {
+        RewriteError::Arrow(arrow::error::ArrowError::SchemaError(format!(
+            "no column {name:?}"
+        )))
+    })
+}
+
+fn session_range(
+    batches: &[RecordBatch],
+    column: &str,
+) -> Result<(Option<String>, Option<String>), RewriteError> {
+    let mut min: Option<String> = None;
+    let mut max: Option<String> = None;
+    for batch in batches {
+        let strings = arrow::compute::cast(session_array(batch, column)?, &DataType::Utf8)?;
+        let strings = strings.as_string::<i32>();
+        if let Some(low) = arrow::compute::min_string(strings)
+            && min.as_deref().is_none_or(|current| low < current)
+        {
+            min = Some(low.to_owned());
+        }
+        if let Some(high) = arrow::compute::max_string(strings)
+            && max.as_deref().is_none_or(|current| high > current)
+        {
+            max = Some(high.to_owned());
+        }
+    }
+    Ok((min, max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event_row::decode_event;
+    use crate::events_file::{EventsBatchBuilder, encode_parquet, writer_properties};
+    use serde_json::value::RawValue;
+
+    const SURVEY: &str = "00112233445566778899aabb";
+    const REFERENCE: &str = "4f1c2d3e-0000-4000-8000-000000000001";
+
+    /// An events file with `per_session` pointer events for each (identifier, reference).
+    fn events_file(sessions: &[(&str, Option<&str>)], per_session: i32) -> Bytes {
+        let mut builder = EventsBatchBuilder::new();
+        for (identifier, reference) in sessions {
+            for i in 0..per_session {
+                let text = format!(
+                    r#"{{"type":"pointermove","timestamp":{},"data":{{"x":{i},"y":1,"pointerType":"mouse","trusted":true}}}}"#,
+                    1_763_800_000_000i64 + i64::from(i)
+                );
+                let raw = RawValue::from_string(text).expect("json");
+                builder.append(
+                    SURVEY,
+                    identifier,
+                    *reference,
+                    1_763_800_000_000,
+                    &decode_event(&raw),
+                );
+            }
+        }
+        let batch = builder.finish().expect("batch");
+        Bytes::from(encode_parquet(&batch).expect("encode"))
+    }
+
+    fn sessions_of(bytes: Vec<u8>) -> Vec<String> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes))
+            .expect("reader")
+            .build()
+            .expect("build");
+        let mut sessions = Vec::new();
+        for batch in reader {
+            let batch = batch.expect("batch");
+            let column =
+                arrow::compute::cast(batch.column(1), &DataType::Utf8).expect("cast to strings");
+            sessions.extend(
+                column
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|value| value.unwrap_or_default().to_owned()),
+            );
+        }
+        sessions
+    }
+
+    fn session() -> SessionRows {
+        SessionRows {
+            reference: REFERENCE.to_owned(),
+            identifiers: HashSet::from(["tab-2".to_owned()]),
+        }
+    }
+
+    #[test]
+    fn erasing_drops_rows_by_reference_and_by_linked_identifier_only() {
+        let bytes = events_file(
+            &[
+                ("a-other", None),
+                ("tab-1", Some(REFERENCE)),
+                // Linked in the catalog, but its rows were written before the link was known.
+                ("tab-2", None),
+                ("z-other", Some("9f1c2d3e-0000-4000-8000-000000000009")),
+            ],
+            5,
+        );
+        let Erased::Rewritten(rewritten) =
+            erase_rows(bytes, &session(), "session_id", writer_properties()).expect("erase")
+        else {
+            panic!("the file holds the session");
+        };
+        assert_eq!(rewritten.rows, 10);
+        assert_eq!(rewritten.min_session.as_deref(), Some("a-other"));
+        assert_eq!(rewritten.max_session.as_deref(), Some("z-other"));
+        let mut sessions = sessions_of(rewritten.bytes);
+        sessions.dedup();
+        assert_eq!(sessions, ["a-other", "z-other"]);
+    }
+
+    #[test]
+    fn files_without_the_session_are_untouched_and_files_of_only_it_are_emptied() {
+        let other = events_file(&[("a-other", None)], 3);
+        assert!(matches!(
+            erase_rows(other, &session(), "session_id", writer_properties()).expect("erase"),
+            Erased::Untouched
+        ));
+        let only = events_file(&[("tab-1", Some(REFERENCE)), ("tab-2", None)], 3);
+        assert!(matches!(
+            erase_rows(only, &session(), "session_id", writer_properties()).expect("erase"),
+            Erased::Emptied
+        ));
+    }
+
+    #[test]
+    fn merging_sorts_by_session_and_keeps_each_sessions_order() {
+        let first = events_file(&[("b", None), ("c", None)], 2);
+        let second = events_file(&[("a", None), ("b", None)], 2);
+        let merged =
+            merge_sorted(&[first, second], "session_id", writer_properties()).expect("merge");
+        assert_eq!(merged.rows, 8);
+        assert_eq!(merged.min_session.as_deref(), Some("a"));
+        assert_eq!(merged.max_session.as_deref(), Some("c"));
+        assert_eq!(
+            sessions_of(merged.bytes),
+            ["a", "a", "b", "b", "b", "b", "c", "c"]
+        );
+    }
+}

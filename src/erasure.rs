@@ -1,0 +1,372 @@
+//! Session deletion: the worker that erases a deleted session from the log, the lake and the
+//! catalog, and the background compaction that shares its rewrite machinery.
+//!
+//! An attempt at one deletion (the tombstone is already in the catalog, written before the 202):
+//!
+//! 1. wait while a scoring run writes the survey's scores (the run's files would bring the
+//!    session back), without counting an attempt;
+//! 2. load the tombstone into the collector, then purge the write-ahead log: everything logged
+//!    is flushed (the deleted session's batches are dropped on the way), and every segment is
+//!    deleted;
+//! 3. find the live files holding the session: events files whose session range covers one of
+//!    its identifiers, every features and scores file of the survey; rewrite each without the
+//!    session's rows;
+//! 4. in one catalog transaction: swap the old files for the new, delete the session's
+//!    statistics and score, and add its identifiers to the tombstone (as hashes); then delete
+//!    the old objects ([`ingest::rewrite::replace_files`]);
+//! 5. scrub the catalog (its own log still holds the deleted rows' old pages), and mark the
+//!    deletion completed.
+//!
+//! Every step can be repeated, so a crash anywhere is followed by a plain new attempt. A failed
+//! attempt is retried after 1, 2, 4 and 8 s; the fifth failure makes the deletion `failed` with
+//! its error.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use catalog::{
+    Catalog, DeletionSetback, LakeFile, LakeFileKind, NewLakeFile, SessionDeletion, SessionErasure,
+    SurveyId,
+};
+use ingest::compaction::{self, CompactionConfig};
+use ingest::lake::Lake;
+use ingest::rewrite::{self, Erased, RewriteError, SessionRows};
+use ingest::{IngestError, Ingestor};
+
+/// Tries before a deletion is `failed`.
+pub const MAX_ATTEMPTS: u32 = 5;
+/// How long a worker holds a deletion before another instance may take it over.
+const LEASE_MS: i64 = 5 * 60 * 1000;
+/// How often the worker looks for due deletions when nothing wakes it.
+const POLL_PERIOD: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+enum AttemptError {
+    #[error(transparent)]
+    Rewrite(#[from] RewriteError),
+    #[error(transparent)]
+    Catalog(#[from] catalog::Error),
+    #[error("flushing the event log failed: {0}")]
+    Ingest(#[from] IngestError),
+    #[error(transparent)]
+    Lake(#[from] ingest::lake::LakeError),
+    #[error("background task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// How an attempt ended, short of an error.
+enum Attempt {
+    Completed,
+    /// Not now: a scoring run is active, or another rewrite replaced a file first.
+    Deferred(&'static str),
+}
+
+/// Works deletions in the background. Cheap to clone.
+#[derive(Clone)]
+pub struct DeletionService {
+    catalog: Arc<dyn Catalog>,
+    lake: Lake,
+    ingestor: Option<Ingestor>,
+    owner: String,
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl std::fmt::Debug for DeletionService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeletionService")
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl DeletionService {
+    pub fn new(
+        catalog: Arc<dyn Catalog>,
+        lake: Lake,
+        ingestor: Option<Ingestor>,
+        owner: String,
+    ) -> DeletionService {
+        DeletionService {
+            catalog,
+            lake,
+            ingestor,
+            owner,
+            wake: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// Records a deletion (tombstone first) and makes this instance's collector discard the
+    /// session's batches before returning; the erasure follows in the background.
+    pub async fn request(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<SessionDeletion, catalog::Error> {
+        let deletion = self
+            .catalog
+            .request_session_deletion(survey, reference)
+            .await?;
+        if let Some(ingestor) = &self.ingestor
+            && let Err(error) = ingestor.refresh_tombstones().await
+        {
+            // The background refresh picks it up within a stats interval.
+            tracing::warn!(%error, "could not load the new tombstone at once");
+        }
+        self.wake.notify_one();
+        Ok(deletion)
+    }
+
+    /// Deletes what crashed rewrites of this instance left, then works due deletions until the
+    /// task is dropped.
+    pub fn spawn(&self) -> tokio::task::JoinHandle<()> {
+        let service = self.clone();
+        tokio::spawn(async move {
+            match rewrite::delete_unlinked_objects(
+                &service.catalog,
+                &service.lake,
+                Some(&service.owner),
+            )
+            .await
+            {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "removed objects of interrupted rewrites"),
+                Err(error) => tracing::warn!(%error, "could not remove interrupted rewrites"),
+            }
+            loop {
+                if let Err(error) = service.work_due().await {
+                    tracing::warn!(%error, "could not look for deletions to work");
+                }
+                let _ = tokio::time::timeout(POLL_PERIOD, service.wake.notified()).await;
+            }
+        })
+    }
+
+    /// Works every deletion that is due now. Returns how many completed.
+    pub async fn work_due(&self) -> Result<usize, catalog::Error> {
+        let due = self
+            .catalog
+            .claimable_deletions(&self.owner, catalog::now_millis())
+            .await?;
+        let mut completed = 0;
+        for deletion in due {
+            if self.work(&deletion).await? {
+                completed += 1;
+            }
+        }
+        Ok(completed)
+    }
+
+    /// One attempt at one deletion, if it can be claimed. Returns whether it completed.
+    async fn work(&self, deletion: &SessionDeletion) -> Result<bool, catalog::Error> {
+        let (survey, reference) = (&deletion.survey_id, deletion.reference.as_str());
+        if !self
+            .catalog
+            .claim_deletion(survey, reference, &self.owner, LEASE_MS)
+            .await?
+        {
+            return Ok(false);
+        }
+        let started = std::time::Instant::now();
+        let setback = match self.attempt(survey, reference).await {
+            Ok(Attempt::Completed) => {
+                let completed = self
+                    .catalog
+                    .complete_deletion(survey, reference, &self.owner)
+                    .await?;
+                tracing::info!(
+                    survey = %survey,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "session erased"
+                );
+                return Ok(completed);
+            }
+            Ok(Attempt::Deferred(why)) => {
+                tracing::debug!(survey = %survey, why, "session erasure deferred");
+                DeletionSetback::Deferred {
+                    retry_at: catalog::now_millis() + 1000,
+                }
+            }
+            Err(error) => {
+                let attempt = deletion.attempts + 1;
+                tracing::warn!(survey = %survey, attempt, %error, "session erasure failed");
+                DeletionSetback::Failed {
+                    error: error.to_string(),
+                    retry_at: catalog::now_millis() + backoff_ms(attempt),
+                    max_attempts: MAX_ATTEMPTS,
+                }
+            }
+        };
+        self.catalog
+            .set_back_deletion(survey, reference, &self.owner, &setback)
+            .await?;
+        Ok(false)
+    }
+
+    async fn attempt(&self, survey: &SurveyId, reference: &str) -> Result<Attempt, AttemptError> {
+        if self.catalog.has_active_scoring_run(survey).await? {
+            return Ok(Attempt::Deferred("a scoring run is active on the survey"));
+        }
+        if let Some(ingestor) = &self.ingestor {
+            ingestor.refresh_tombstones().await?;
+            ingestor.purge_log().await?;
+        }
+        let identifiers = self
+            .catalog
+            .reference_identifiers(survey, reference)
+            .await?;
+        let session = Arc::new(SessionRows {
+            reference: reference.to_owned(),
+            identifiers: identifiers.iter().cloned().collect(),
+        });
+
+        let mut removed = Vec::new();
+        let mut added = Vec::new();
+        for kind in [
+            LakeFileKind::Events,
+            LakeFileKind::Features,
+            LakeFileKind::Scores,
+        ] {
+            for file in self.catalog.live_files(kind, Some(survey)).await? {
+                if kind == LakeFileKind::Events && !may_hold(&file, &session.identifiers) {
+                    continue;
+                }
+                match self.erase_from(&file, &session).await? {
+                    FileErasure::Untouched => continue,
+                    FileErasure::Removed => {}
+                    FileErasure::Replaced(bytes, new) => added.push((bytes, new)),
+                }
+                removed.push(file.file.path);
+            }
+        }
+        let erasure = SessionErasure {
+            survey_id: survey.clone(),
+            reference: reference.to_owned(),
+            identifier_hashes: identifiers
+                .iter()
+                .map(|identifier| catalog::identifier_tombstone_hash(survey, identifier))
+                .collect(),
+            identifiers,
+        };
+        if !rewrite::replace_files(
+            &self.catalog,
+            &self.lake,
+            &self.owner,
+            removed,
+            added,
+            Some(&erasure),
+        )
+        .await?
+        {
+            return Ok(Attempt::Deferred("another rewrite replaced a file first"));
+        }
+        if let Some(ingestor) = &self.ingestor {
+            ingestor.refresh_tombstones().await?;
+        }
+        self.catalog.scrub().await?;
+        Ok(Attempt::Completed)
+    }
+
+    /// What becomes of one live file: left alone, removed, or replaced by a rewrite.
+    async fn erase_from(
+        &self,
+        file: &LakeFile,
+        session: &Arc<SessionRows>,
+    ) -> Result<FileErasure, AttemptError> {
+        let bytes = compaction::read_object(&self.lake, &file.file.path).await?;
+        let kind = file.file.kind;
+        let (session_column, properties) = match kind {
+            LakeFileKind::Events => ("session_id", ingest::events_file::writer_properties()),
+            LakeFileKind::Features | LakeFileKind::Scores => {
+                ("reference", scorer::tables::writer_properties())
+            }
+        };
+        let rows = Arc::clone(session);
+        let erased = tokio::task::spawn_blocking(move || {
+            rewrite::erase_rows(bytes, &rows, session_column, properties)
+        })
+        .await??;
+        let rewritten = match erased {
+            Erased::Untouched => return Ok(FileErasure::Untouched),
+            Erased::Emptied => return Ok(FileErasure::Removed),
+            Erased::Rewritten(rewritten) => rewritten,
+        };
+        let path = ingest::lake::rewritten_file_path(
+            kind,
+            file.file.survey_id.as_str(),
+            file.file.partition_date.as_deref(),
+        );
+        let new = NewLakeFile {
+            path,
+            kind,
+            survey_id: file.file.survey_id.clone(),
+            partition_date: file.file.partition_date.clone(),
+            row_count: rewritten.rows,
+            size_bytes: rewritten.bytes.len() as u64,
+            min_session: rewritten.min_session,
+            max_session: rewritten.max_session,
+        };
+        Ok(FileErasure::Replaced(rewritten.bytes, new))
+    }
+}
+
+enum FileErasure {
+    Untouched,
+    Removed,
+    Replaced(Vec<u8>, NewLakeFile),
+}
+
+/// Whether an events file may hold rows of these identifiers, from its recorded session range.
+/// With no identifier known every file is read (its session columns only).
+fn may_hold(file: &LakeFile, identifiers: &HashSet<String>) -> bool {
+    let (Some(min), Some(max)) = (&file.file.min_session, &file.file.max_session) else {
+        return true;
+    };
+    identifiers.is_empty()
+        || identifiers
+            .iter()
+            .any(|identifier| identifier >= min && identifier <= max)
+}
+
+/// Wait before the next try after `attempt` failed ones: 1, 2, 4, 8 s...
+fn backoff_ms(attempt: u32) -> i64 {
+    1000 << attempt.saturating_sub(1).min(6)
+}
+
+/// Compacts every survey's events files now and then, until the task is dropped.
+pub fn spawn_compaction(
+    catalog: Arc<dyn Catalog>,
+    lake: Lake,
+    owner: String,
+    period: Duration,
+    config: CompactionConfig,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(period).await;
+            match compaction::compact(&catalog, &lake, &owner, None, &config).await {
+                Ok(report) if report.files_in > 0 => {
+                    tracing::info!(?report, "compacted events files")
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "compaction failed; will retry"),
+            }
+            if let Err(error) = rewrite::delete_unlinked_objects(&catalog, &lake, None).await {
+                tracing::warn!(%error, "could not delete replaced lake objects");
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second() {
+        assert_eq!(
+            (1..=5).map(backoff_ms).collect::<Vec<_>>(),
+            [1000, 2000, 4000, 8000, 16000]
+        );
+    }
+}
