@@ -83,7 +83,9 @@ pub async fn compact(
     {
         bail!("no survey {survey} in this catalog");
     }
-    let owner = format!("cli-{}", &catalog::ids::random_hex24()[..12]);
+    let owner = ingest::rewrite::command_line_owner();
+    // What earlier, killed runs left behind first.
+    ingest::rewrite::delete_unlinked_objects(&catalog, &lake, None).await?;
     let config = ingest::compaction::CompactionConfig {
         target_rows: target_rows.max(2),
     };

@@ -291,14 +291,9 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         erasure: Option<&SessionErasure>,
     ) -> Result<bool>;
 
-    /// Objects that exist, or may, without being live and that may be deleted now: replaced
-    /// files, and uploads whose rewrite died (`owner` is `dead_owner`, or they were recorded
-    /// before `stale_before`).
-    async fn unlinked_objects(
-        &self,
-        dead_owner: Option<&str>,
-        stale_before: i64,
-    ) -> Result<Vec<String>>;
+    /// Objects that exist, or may, without being live: files a committed rewrite replaced
+    /// (no owner), and uploads of rewrites not committed (yet, or ever).
+    async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>>;
 
     /// Forgets unlinked objects once they are deleted from the lake.
     async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()>;

@@ -345,6 +345,15 @@ pub struct TombstonedIdentifier {
     pub identifier_sha256: String,
 }
 
+/// An object that may exist in the lake without being live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnlinkedObject {
+    pub path: String,
+    /// The process uploading it for a rewrite not yet committed; `None` for a replaced file.
+    pub owner: Option<String>,
+    pub created_at: i64,
+}
+
 /// Live files replaced by new ones in one commit (an erasure or a compaction).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FileSwap {

@@ -1169,21 +1169,23 @@ impl Catalog for SqliteCatalog {
         Ok(true)
     }
 
-    async fn unlinked_objects(
-        &self,
-        dead_owner: Option<&str>,
-        stale_before: i64,
-    ) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT u.path FROM lake_unlinked_objects u
-             WHERE (u.owner IS NULL OR u.owner = ? OR u.created_at < ?)
-               AND NOT EXISTS (SELECT 1 FROM lake_files f WHERE f.path = u.path)
+    async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>> {
+        let rows = sqlx::query(
+            "SELECT u.path, u.owner, u.created_at FROM lake_unlinked_objects u
+             WHERE NOT EXISTS (SELECT 1 FROM lake_files f WHERE f.path = u.path)
              ORDER BY u.path",
         )
-        .bind(dead_owner)
-        .bind(stale_before)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(UnlinkedObject {
+                    path: row.try_get("path")?,
+                    owner: row.try_get("owner")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
     }
 
     async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()> {

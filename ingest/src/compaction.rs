@@ -39,6 +39,7 @@ impl Default for CompactionConfig {
 
 /// What a compaction pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CompactionReport {
     /// Files merged away, and the files they became.
     pub files_in: usize,

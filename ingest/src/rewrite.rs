@@ -225,6 +225,7 @@ pub async fn replace_files(
         lake.put_durable(&file.path, bytes).await?;
         swap.added.push(file);
     }
+    crash_point("uploaded").await;
     if !catalog.swap_lake_files(&swap, erasure).await? {
         for path in &new_paths {
             lake.delete(path).await?;
@@ -232,6 +233,7 @@ pub async fn replace_files(
         catalog.forget_unlinked_objects(&new_paths).await?;
         return Ok(false);
     }
+    crash_point("swapped").await;
     for path in &swap.removed {
         lake.delete(path).await?;
     }
@@ -239,21 +241,73 @@ pub async fn replace_files(
     Ok(true)
 }
 
+/// A place where crash tests stop a rewrite: with `TELLTALE_TEST_REWRITE_PAUSE=<point>` in the
+/// environment, the rewrite logs that it reached the point and waits there for a minute, long
+/// enough for the test to kill the process. Without the variable this does nothing.
+async fn crash_point(point: &str) {
+    if std::env::var("TELLTALE_TEST_REWRITE_PAUSE").is_ok_and(|wanted| wanted == point) {
+        tracing::warn!(point, "rewrite paused for a crash test");
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    }
+}
+
 /// Deletes the lake objects the catalog lists as unlinked and deletable: files replaced by a
-/// committed rewrite, and uploads of rewrites that died (`dead_owner`'s, or older than an hour).
-/// Returns how many were deleted.
+/// committed rewrite, and uploads of rewrites that died: `dead_owner`'s (a server at its
+/// start passes its own name), a command-line process of this host that no longer runs (see
+/// [`command_line_owner`]), or any older than an hour. Returns how many were deleted.
 pub async fn delete_unlinked_objects(
     catalog: &Arc<dyn Catalog>,
     lake: &Lake,
     dead_owner: Option<&str>,
 ) -> Result<usize, RewriteError> {
     let stale_before = catalog::now_millis() - 3_600_000;
-    let paths = catalog.unlinked_objects(dead_owner, stale_before).await?;
+    let paths: Vec<String> = catalog
+        .unlinked_objects()
+        .await?
+        .into_iter()
+        .filter(|object| match object.owner.as_deref() {
+            None => true,
+            Some(owner) => {
+                Some(owner) == dead_owner
+                    || object.created_at < stale_before
+                    || command_line_owner_is_dead(owner)
+            }
+        })
+        .map(|object| object.path)
+        .collect();
     for path in &paths {
         lake.delete(path).await?;
     }
     catalog.forget_unlinked_objects(&paths).await?;
     Ok(paths.len())
+}
+
+/// The owner name of a command-line process (`telltale compact`): `cli-<pid>@<host>`, so that
+/// once the process is gone any process of the same host can tell, and clean up after it.
+pub fn command_line_owner() -> String {
+    format!("cli-{}@{}", std::process::id(), host_name())
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Whether `owner` names a command-line process of this host that no longer runs.
+fn command_line_owner_is_dead(owner: &str) -> bool {
+    let Some((pid, host)) = owner
+        .strip_prefix("cli-")
+        .and_then(|rest| rest.split_once('@'))
+    else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    host == host_name()
+        && pid != std::process::id()
+        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Indices and names of the columns that identify a session, among `fields`.

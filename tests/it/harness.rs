@@ -68,6 +68,8 @@ pub(crate) struct TestServer {
     stdout: Arc<Mutex<Vec<String>>>,
     stderr_files: Vec<PathBuf>,
     client: reqwest::Client,
+    /// Environment variables set on the next starts.
+    env: Vec<(String, String)>,
 }
 
 impl TestServer {
@@ -98,6 +100,7 @@ impl TestServer {
             stdout: Arc::new(Mutex::new(Vec::new())),
             stderr_files: Vec::new(),
             client,
+            env: Vec::new(),
         };
         server.spawn().await;
         server
@@ -123,6 +126,7 @@ impl TestServer {
             .arg(&self.data_dir)
             .args(["--bind", "127.0.0.1:0"])
             .args(&self.extra_args)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
@@ -194,6 +198,31 @@ impl TestServer {
             assert!(
                 Instant::now() < deadline,
                 "server never became healthy\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sets (or with `None` removes) an environment variable for the next starts.
+    pub(crate) fn set_env(&mut self, name: &str, value: Option<&str>) {
+        self.env.retain(|(existing, _)| existing != name);
+        if let Some(value) = value {
+            self.env.push((name.to_owned(), value.to_owned()));
+        }
+    }
+
+    /// Waits until the current process's stderr contains `needle`.
+    pub(crate) async fn wait_for_log(&self, needle: &str, within: Duration) {
+        let path = self.stderr_files.last().expect("a started server").clone();
+        let deadline = Instant::now() + within;
+        loop {
+            if std::fs::read_to_string(&path).is_ok_and(|text| text.contains(needle)) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{needle:?} not logged within {within:?}\n{}",
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -8,6 +8,7 @@ mod browser;
 mod cli;
 mod collector;
 mod context;
+mod deletion;
 mod durability;
 mod embed;
 mod lake;

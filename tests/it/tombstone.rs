@@ -1,5 +1,7 @@
 //! A deleted session's tombstone: later collector batches are acknowledged with 202 and
-//! discarded. There is no deletion endpoint yet, so the tombstone is written into the catalog.
+//! discarded. The tombstone is written into the catalog directly, as another instance serving
+//! the DELETE would, so this also shows how soon an instance notices one it did not write
+//! (`deletion.rs` covers the endpoint and the erasure).
 
 use std::time::{Duration, Instant};
 
@@ -173,10 +175,13 @@ async fn batches_for_a_tombstoned_reference_get_202_and_are_discarded() {
         )
         .await;
     assert_eq!(rows[0]["eventCount"], json!(2), "{rows:?}");
-    assert_eq!(
-        rows[1]["eventCount"],
-        json!(4 + stored_meanwhile),
-        "discarded events were counted: {rows:?}"
+    // Batches stored before the tombstone was noticed may be counted, or dropped on their way
+    // from the log (the statistics consumer drops tombstoned sessions' batches once it knows);
+    // discarded ones never are.
+    let counted = rows[1]["eventCount"].as_u64().expect("count");
+    assert!(
+        (4..=4 + stored_meanwhile).contains(&counted),
+        "discarded events were counted: {rows:?} ({stored_meanwhile} stored meanwhile)"
     );
 
     // The tombstone survives a restart.
