@@ -11,7 +11,10 @@
 //! 3. times DuckDB (Python package, 2 threads) computing plain per-session aggregates of
 //!    inter-event time (count, min, max, mean, standard deviation) over the same Parquet files,
 //!    and reports our time / DuckDB's;
-//! 4. loads a second survey of `BENCH_LOOKUP_SESSIONS` (default 1 million) small sessions,
+//! 4. erases one session (`DELETE .../sessions/by-reference/{reference}`, polled to
+//!    `completed`) from the flushed survey, compacts the survey with `telltale compact`
+//!    (events/s), and erases another session from the compacted survey: end-to-end times;
+//! 5. loads a second survey of `BENCH_LOOKUP_SESSIONS` (default 1 million) small sessions,
 //!    scores it, and times `BENCH_LOOKUPS` (default 2000) lookups of 100 random references:
 //!    p50 and p99 latency.
 //!
@@ -203,6 +206,59 @@ async fn score(
     }
 }
 
+/// Deletes a session and polls the deletion (every 20 ms) until it completes; the time from
+/// the request to the first `completed` answer.
+async fn erase(
+    client: &reqwest::Client,
+    server: &Server,
+    survey: &str,
+    reference: &str,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let base = format!("{}/integrations/v1/surveys/{survey}", server.base);
+    client
+        .delete(format!("{base}/sessions/by-reference/{reference}"))
+        .bearer_auth(&server.key)
+        .send()
+        .await?
+        .error_for_status()?;
+    loop {
+        let deletion: Value = client
+            .get(format!("{base}/session-deletions/{reference}"))
+            .bearer_auth(&server.key)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        match deletion["data"]["status"].as_str() {
+            Some("completed") => return Ok(started.elapsed()),
+            Some("pending") => tokio::time::sleep(Duration::from_millis(20)).await,
+            _ => bail!("the deletion did not complete: {deletion}"),
+        }
+    }
+}
+
+/// Parquet files under `dir`.
+fn count_files(dir: &std::path::Path) -> usize {
+    let mut count = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "parquet") {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
 /// Bytes of Parquet under `dir`.
 fn folder_bytes(dir: &std::path::Path) -> u64 {
     let mut total = 0;
@@ -305,7 +361,10 @@ async fn main() -> anyhow::Result<()> {
             "--flush-interval-ms",
             "1000",
             "--log-filter",
-            "warn,tower_http=off,scorer=info",
+            "warn,tower_http=off,scorer=info,telltale::erasure=info",
+            // Compaction is timed on its own below.
+            "--compaction-interval-secs",
+            "0",
         ],
     )?;
     let pid = server.child.id();
@@ -317,7 +376,7 @@ async fn main() -> anyhow::Result<()> {
     // 1. The throughput survey.
     let (survey, tracking_key) = provision(&client, &server, "bench-throughput").await?;
     let loading = Instant::now();
-    let (sessions, events, _) = load_survey(
+    let (sessions, events, throughput_references) = load_survey(
         &client,
         &server,
         &tracking_key,
@@ -375,7 +434,61 @@ async fn main() -> anyhow::Result<()> {
         seconds / duck_seconds
     );
 
-    // 4. Lookup on a survey of many scored sessions.
+    // 4. Erasure of one session, before and after compaction.
+    let mut rng = Rng::new(11);
+    let mut pick = || {
+        throughput_references[(rng.next_u64() % throughput_references.len() as u64) as usize]
+            .clone()
+    };
+    let files = |kind: &str| {
+        let dir = data_dir.path().join("lake").join(kind);
+        count_files(&dir)
+    };
+    println!(
+        "  lake before compaction: {} events files, {} scores files, {} features files",
+        files("events"),
+        files("scores"),
+        files("features")
+    );
+    let erased = erase(&client, &server, &survey, &pick()).await?;
+    println!(
+        "  erasure of one session from {events} events in {} small files: {:.2} s end to end  (target <= 3)",
+        files("events"),
+        erased.as_secs_f64()
+    );
+    let compacting = Instant::now();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_telltale"))
+        .args(["compact", "--json", "--survey", &survey, "--data-dir"])
+        .arg(data_dir.path())
+        .output()?;
+    let compaction_time = compacting.elapsed();
+    if !output.status.success() {
+        bail!(
+            "telltale compact failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let report: Value = serde_json::from_slice(&output.stdout)?;
+    let rows = report["rows"].as_u64().unwrap_or(0);
+    println!(
+        "  compaction: {} files into {} ({rows} rows, {:.1} -> {:.1} MB) in {:.2} s = {:.0} events/s",
+        report["filesIn"],
+        report["filesOut"],
+        report["bytesIn"].as_f64().unwrap_or(0.0) / 1e6,
+        report["bytesOut"].as_f64().unwrap_or(0.0) / 1e6,
+        compaction_time.as_secs_f64(),
+        rows as f64 / compaction_time.as_secs_f64()
+    );
+    for _ in 0..3 {
+        let erased = erase(&client, &server, &survey, &pick()).await?;
+        println!(
+            "  erasure of one session from {events} events in {} compacted files: {:.2} s end to end  (target <= 3)",
+            files("events"),
+            erased.as_secs_f64()
+        );
+    }
+
+    // 5. Lookup on a survey of many scored sessions.
     if lookup_sessions > 0 {
         let (survey, tracking_key) = provision(&client, &server, "bench-lookup").await?;
         let loading = Instant::now();

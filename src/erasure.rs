@@ -303,6 +303,7 @@ impl DeletionService {
             partition_date: file.file.partition_date.clone(),
             row_count: rewritten.rows,
             size_bytes: rewritten.bytes.len() as u64,
+            // From the kept rows: an erased identifier must not stay behind as a bound.
             min_session: rewritten.min_session,
             max_session: rewritten.max_session,
         };

@@ -1420,4 +1420,188 @@ mod tests {
         assert_eq!(summaries[0].first_event_at, Some(50));
         assert_eq!(summaries[0].last_event_at, Some(400));
     }
+
+    #[tokio::test]
+    async fn deletions_tombstone_at_once_and_retry_until_they_fail() {
+        let (_dir, catalog) = open_temp().await;
+        let org = catalog.create_organization("Acme").await.expect("org");
+        let survey = catalog
+            .provision_survey(&org.id, "s", "S")
+            .await
+            .expect("survey");
+        let reference = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+        catalog
+            .apply_session_stats(
+                "i",
+                1,
+                &[SessionDelta {
+                    survey_id: survey.id.clone(),
+                    identifier: "tab".to_owned(),
+                    reference: Some(reference.to_owned()),
+                    reference_explicit: true,
+                    event_count: 3,
+                    first_event_at: 1,
+                    last_event_at: 2,
+                }],
+            )
+            .await
+            .expect("stats");
+        assert_eq!(
+            catalog
+                .survey_sessions(&survey.id)
+                .await
+                .expect("plan")
+                .len(),
+            1
+        );
+
+        let first = catalog
+            .request_session_deletion(&survey.id, reference)
+            .await
+            .expect("request");
+        assert_eq!(first.status, DeletionStatus::Pending);
+        assert_eq!(first.attempts, 0);
+        let tombstones = catalog.tombstones_after(0).await.expect("tombstones");
+        assert_eq!(tombstones.len(), 1);
+        assert!(
+            catalog
+                .survey_sessions(&survey.id)
+                .await
+                .expect("plan")
+                .is_empty(),
+            "a scoring run never plans a tombstoned session"
+        );
+        let again = catalog
+            .request_session_deletion(&survey.id, reference)
+            .await
+            .expect("again");
+        assert_eq!(again, first, "a repeated request changes nothing");
+
+        // Five failed attempts make it `failed`; a deferral does not count.
+        assert!(
+            catalog
+                .claim_deletion(&survey.id, reference, "w", 60_000)
+                .await
+                .expect("claim")
+        );
+        let deferred = catalog
+            .set_back_deletion(
+                &survey.id,
+                reference,
+                "w",
+                &DeletionSetback::Deferred { retry_at: 0 },
+            )
+            .await
+            .expect("defer")
+            .expect("owned");
+        assert_eq!(deferred.attempts, 0);
+        for attempt in 1..=5u32 {
+            assert!(
+                catalog
+                    .claim_deletion(&survey.id, reference, "w", 60_000)
+                    .await
+                    .expect("claim")
+            );
+            assert!(
+                !catalog
+                    .claim_deletion(&survey.id, reference, "other", 60_000)
+                    .await
+                    .expect("claim"),
+                "another worker cannot take a held deletion"
+            );
+            let after = catalog
+                .set_back_deletion(
+                    &survey.id,
+                    reference,
+                    "w",
+                    &DeletionSetback::Failed {
+                        error: format!("boom {attempt}"),
+                        retry_at: 0,
+                        max_attempts: 5,
+                    },
+                )
+                .await
+                .expect("fail")
+                .expect("owned");
+            assert_eq!(after.attempts, attempt);
+            let expected = if attempt < 5 {
+                DeletionStatus::Pending
+            } else {
+                DeletionStatus::Failed
+            };
+            assert_eq!(after.status, expected);
+        }
+        assert!(
+            catalog
+                .claimable_deletions("w", now_millis())
+                .await
+                .expect("due")
+                .is_empty()
+        );
+        // Requested again, a failed deletion starts over.
+        let restarted = catalog
+            .request_session_deletion(&survey.id, reference)
+            .await
+            .expect("restart");
+        assert_eq!(
+            (restarted.status, restarted.attempts),
+            (DeletionStatus::Pending, 0)
+        );
+        assert_eq!(restarted.error, None);
+    }
+
+    #[tokio::test]
+    async fn a_swap_is_all_or_nothing_and_loses_to_an_earlier_one() {
+        let (_dir, catalog) = open_temp().await;
+        let org = catalog.create_organization("Acme").await.expect("org");
+        let survey = catalog
+            .provision_survey(&org.id, "s", "S")
+            .await
+            .expect("survey");
+        let file = |path: &str| NewLakeFile {
+            path: path.to_owned(),
+            kind: LakeFileKind::Events,
+            survey_id: survey.id.clone(),
+            partition_date: None,
+            row_count: 1,
+            size_bytes: 1,
+            min_session: None,
+            max_session: None,
+        };
+        catalog
+            .commit_event_files("i", 1, &[file("a"), file("b")])
+            .await
+            .expect("commit");
+        catalog
+            .record_pending_uploads("w", &["ab".to_owned()])
+            .await
+            .expect("pending");
+        let merge = FileSwap {
+            removed: vec!["a".to_owned(), "b".to_owned()],
+            added: vec![file("ab")],
+        };
+        assert!(catalog.swap_lake_files(&merge, None).await.expect("swap"));
+        let unlinked: Vec<(String, Option<String>)> = catalog
+            .unlinked_objects()
+            .await
+            .expect("unlinked")
+            .into_iter()
+            .map(|object| (object.path, object.owner))
+            .collect();
+        assert_eq!(unlinked, [("a".to_owned(), None), ("b".to_owned(), None)]);
+        // A second rewrite of `b` (planned before the merge) finds it gone: nothing changes.
+        let late = FileSwap {
+            removed: vec!["ab".to_owned(), "b".to_owned()],
+            added: vec![file("late")],
+        };
+        assert!(!catalog.swap_lake_files(&late, None).await.expect("swap"));
+        let live: Vec<String> = catalog
+            .live_files(LakeFileKind::Events, None)
+            .await
+            .expect("live")
+            .into_iter()
+            .map(|file| file.file.path)
+            .collect();
+        assert_eq!(live, ["ab"]);
+    }
 }

@@ -240,7 +240,9 @@ pub fn writer_properties() -> WriterProperties {
             descending: false,
             nulls_first: false,
         }]))
-        .set_max_row_group_row_count(Some(1024 * 1024));
+        // DuckDB's default size. Small enough that erasing a session from a large compacted
+        // file re-encodes one row group and copies the others as they are (see `rewrite`).
+        .set_max_row_group_row_count(Some(128 * 1024));
     for column in ["received_at", "event_time", "x", "y"] {
         let path = ColumnPath::from(column);
         builder = builder

@@ -23,10 +23,15 @@ use arrow::compute::{SortColumn, concat_batches, filter_record_batch, lexsort_to
 use arrow::datatypes::{DataType, Int32Type};
 use bytes::Bytes;
 use catalog::{Catalog, FileSwap, NewLakeFile, SessionErasure};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::arrow_writer::{ArrowRowGroupWriterFactory, compute_leaves};
+use parquet::arrow::{ArrowWriter, ProjectionMask, add_encoded_arrow_schema_to_metadata};
+use parquet::column::writer::ColumnCloseResult;
+use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
 
 use crate::lake::{Lake, LakeError};
 
@@ -68,7 +73,7 @@ pub struct Rewritten {
     pub bytes: Vec<u8>,
     pub rows: u64,
     /// Smallest and largest value of the file's session column (`session_id` for events,
-    /// `reference` for scores and features).
+    /// `reference` for scores and features), when computed.
     pub min_session: Option<String>,
     pub max_session: Option<String>,
 }
@@ -85,64 +90,244 @@ pub enum Erased {
 
 /// Erases the session's rows from a Parquet file, writing what is left with `properties`.
 ///
-/// The session columns are read first on their own (cheap: two dictionary columns), so a file
-/// without the session is never decoded in full.
+/// Work is done per row group. The session columns of each row group are read first on their
+/// own (cheap: two dictionary columns); a row group without the session is copied into the new
+/// file as it is, compressed pages and all, and only the row groups holding the session are
+/// decoded, filtered and encoded again. Erasing one session from a large compacted file
+/// therefore costs about one row group's worth of work, not the file's.
+///
+/// The new file's session range (`session_column`'s smallest and largest value) is taken from
+/// the kept rows while probing: the catalog must not keep an erased identifier as a bound.
 pub fn erase_rows(
     bytes: Bytes,
     session: &SessionRows,
     session_column: &str,
     properties: WriterProperties,
 ) -> Result<Erased, RewriteError> {
-    let probe = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
-    let columns = session_columns(probe.schema().fields());
+    // With the page index: copied column chunks carry their offset and column indexes over.
+    let reader_metadata = ArrowReaderMetadata::load(
+        &bytes,
+        ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional),
+    )?;
+    let schema = Arc::clone(reader_metadata.schema());
+    let metadata = Arc::clone(reader_metadata.metadata());
+    let columns = session_columns(schema.fields());
     if columns.is_empty() {
         return Ok(Erased::Untouched);
     }
-    let projection = ProjectionMask::roots(
-        probe.parquet_schema(),
+    let builder = || {
+        ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), reader_metadata.clone())
+            .with_batch_size(64 * 1024)
+    };
+    let probe_columns = ProjectionMask::roots(
+        metadata.file_metadata().schema_descr(),
         columns.iter().map(|(index, _)| *index),
     );
-    let mut found = false;
-    for batch in probe.with_projection(projection).build()? {
-        let batch = batch?;
-        let keep = keep_mask(&batch, session)?;
-        if keep.true_count() < batch.num_rows() {
-            found = true;
-            break;
+    let mut touched = vec![false; metadata.num_row_groups()];
+    let mut range = SessionRange::default();
+    for (group, hit) in touched.iter_mut().enumerate() {
+        let probe = builder()
+            .with_projection(probe_columns.clone())
+            .with_row_groups(vec![group])
+            .build()?;
+        for batch in probe {
+            let batch = batch?;
+            let keep = keep_mask(&batch, session)?;
+            if keep.true_count() < batch.num_rows() {
+                *hit = true;
+            }
+            if let Some(column) = batch.column_by_name(session_column) {
+                range.extend(column, &keep)?;
+            }
         }
     }
-    if !found {
+    if !touched.contains(&true) {
         return Ok(Erased::Untouched);
     }
+    // A file without page indexes (not one Telltale wrote) is re-encoded whole: the writer
+    // cannot mix row groups with and without them.
+    let (Some(offset_indexes), Some(column_indexes)) =
+        (metadata.offset_index(), metadata.column_index())
+    else {
+        return erase_decoded(&bytes, &reader_metadata, session, properties, range);
+    };
 
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-    let schema = Arc::clone(reader.schema());
-    let mut kept = Vec::new();
-    for batch in reader.build()? {
-        let batch = batch?;
-        let keep = keep_mask(&batch, session)?;
-        let filtered = filter_record_batch(&batch, &keep)?;
-        if filtered.num_rows() > 0 {
-            kept.push(filtered);
+    let mut properties = properties;
+    add_encoded_arrow_schema_to_metadata(&schema, &mut properties);
+    let properties = Arc::new(properties);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut writer = SerializedFileWriter::new(
+        &mut out,
+        metadata.file_metadata().schema_descr().root_schema_ptr(),
+        Arc::clone(&properties),
+    )?;
+    let factory = ArrowRowGroupWriterFactory::new(&writer, Arc::clone(&schema));
+    let mut rows = 0u64;
+    let mut groups_written = 0;
+    for (group, hit) in touched.iter().enumerate() {
+        let group_metadata = metadata.row_group(group);
+        if !hit {
+            let mut row_group = writer.next_row_group()?;
+            for (index, column) in group_metadata.columns().iter().enumerate() {
+                row_group.append_column(
+                    &bytes,
+                    ColumnCloseResult {
+                        bytes_written: u64::try_from(column.compressed_size()).unwrap_or(0),
+                        rows_written: u64::try_from(group_metadata.num_rows()).unwrap_or(0),
+                        metadata: column.clone(),
+                        bloom_filter: None,
+                        column_index: column_indexes
+                            .get(group)
+                            .and_then(|columns| columns.get(index))
+                            .cloned(),
+                        offset_index: offset_indexes
+                            .get(group)
+                            .and_then(|columns| columns.get(index))
+                            .cloned(),
+                    },
+                )?;
+            }
+            row_group.close()?;
+            rows += u64::try_from(group_metadata.num_rows()).unwrap_or(0);
+            groups_written += 1;
+            continue;
         }
+        let mut kept = Vec::new();
+        for batch in builder().with_row_groups(vec![group]).build()? {
+            let batch = batch?;
+            let filtered = filter_record_batch(&batch, &keep_mask(&batch, session)?)?;
+            if filtered.num_rows() > 0 {
+                kept.push(filtered);
+            }
+        }
+        let kept = concat_batches(&schema, &kept)?;
+        if kept.num_rows() == 0 {
+            continue;
+        }
+        let mut column_writers = factory.create_column_writers(groups_written)?;
+        {
+            let mut leaves_out = column_writers.iter_mut();
+            for (field, column) in schema.fields().iter().zip(kept.columns()) {
+                for leaf in compute_leaves(field, column)? {
+                    let column_writer = leaves_out.next().ok_or_else(|| {
+                        parquet::errors::ParquetError::General(
+                            "more leaf columns than column writers".to_owned(),
+                        )
+                    })?;
+                    column_writer.write(&leaf)?;
+                }
+            }
+        }
+        let mut row_group = writer.next_row_group()?;
+        for column_writer in column_writers {
+            column_writer.close()?.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+        rows += kept.num_rows() as u64;
+        groups_written += 1;
     }
-    let rows: usize = kept.iter().map(RecordBatch::num_rows).sum();
     if rows == 0 {
         return Ok(Erased::Emptied);
-    }
-    let (min_session, max_session) = session_range(&kept, session_column)?;
-    let mut out = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut out, schema, Some(properties))?;
-    for batch in &kept {
-        writer.write(batch)?;
     }
     writer.close()?;
     Ok(Erased::Rewritten(Rewritten {
         bytes: out,
-        rows: rows as u64,
-        min_session,
-        max_session,
+        rows,
+        min_session: range.min,
+        max_session: range.max,
     }))
+}
+
+/// [`erase_rows`] for a file whose row groups cannot be copied: every row is decoded.
+fn erase_decoded(
+    bytes: &Bytes,
+    reader_metadata: &ArrowReaderMetadata,
+    session: &SessionRows,
+    properties: WriterProperties,
+    range: SessionRange,
+) -> Result<Erased, RewriteError> {
+    let reader =
+        ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), reader_metadata.clone())
+            .with_batch_size(64 * 1024)
+            .build()?;
+    let mut out = Vec::new();
+    let mut writer = ArrowWriter::try_new(
+        &mut out,
+        Arc::clone(reader_metadata.schema()),
+        Some(properties),
+    )?;
+    let mut rows = 0u64;
+    for batch in reader {
+        let batch = batch?;
+        let kept = filter_record_batch(&batch, &keep_mask(&batch, session)?)?;
+        rows += kept.num_rows() as u64;
+        writer.write(&kept)?;
+    }
+    if rows == 0 {
+        return Ok(Erased::Emptied);
+    }
+    writer.close()?;
+    Ok(Erased::Rewritten(Rewritten {
+        bytes: out,
+        rows,
+        min_session: range.min,
+        max_session: range.max,
+    }))
+}
+
+/// The smallest and largest value of a string column over the rows kept.
+#[derive(Debug, Default)]
+struct SessionRange {
+    min: Option<String>,
+    max: Option<String>,
+}
+
+impl SessionRange {
+    /// Widens the range by the values of `column` in the rows `keep` marks. A dictionary
+    /// column is read through its dictionary: each value once, if any kept row uses it.
+    fn extend(&mut self, column: &ArrayRef, keep: &BooleanArray) -> Result<(), RewriteError> {
+        let mut widen = |value: &str| {
+            if self.min.as_deref().is_none_or(|min| value < min) {
+                self.min = Some(value.to_owned());
+            }
+            if self.max.as_deref().is_none_or(|max| value > max) {
+                self.max = Some(value.to_owned());
+            }
+        };
+        match column.data_type() {
+            DataType::Dictionary(key, value)
+                if **key == DataType::Int32 && **value == DataType::Utf8 =>
+            {
+                let dictionary = column.as_dictionary::<Int32Type>();
+                let values = dictionary.values().as_string::<i32>();
+                let mut used = vec![false; values.len()];
+                for (row, key) in dictionary.keys().iter().enumerate() {
+                    if let Some(key) = key
+                        && keep.value(row)
+                        && let Some(slot) = used.get_mut(key as usize)
+                    {
+                        *slot = true;
+                    }
+                }
+                for (index, used) in used.into_iter().enumerate() {
+                    if used && values.is_valid(index) {
+                        widen(values.value(index));
+                    }
+                }
+            }
+            _ => {
+                let strings = arrow::compute::cast(column, &DataType::Utf8)?;
+                for (row, value) in strings.as_string::<i32>().iter().enumerate() {
+                    if let Some(value) = value
+                        && keep.value(row)
+                    {
+                        widen(value);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Merges Parquet files of one schema into one file whose rows are sorted by `session_column`,
@@ -405,7 +590,9 @@ fn session_range(
 mod tests {
     use super::*;
     use crate::event_row::decode_event;
-    use crate::events_file::{EventsBatchBuilder, encode_parquet, writer_properties};
+    use crate::events_file::{
+        EVENTS_SCHEMA, EventsBatchBuilder, encode_parquet, writer_properties,
+    };
     use serde_json::value::RawValue;
 
     const SURVEY: &str = "00112233445566778899aabb";
@@ -484,6 +671,81 @@ mod tests {
         let mut sessions = sessions_of(rewritten.bytes);
         sessions.dedup();
         assert_eq!(sessions, ["a-other", "z-other"]);
+    }
+
+    #[test]
+    fn row_groups_without_the_session_are_copied_and_read_back_intact() {
+        let sessions = [
+            ("a-other", None),
+            ("b-other", None),
+            ("tab-1", Some(REFERENCE)),
+            ("y-other", None),
+        ];
+        let mut builder = EventsBatchBuilder::new();
+        for (identifier, reference) in sessions {
+            for i in 0..7 {
+                let text = format!(
+                    r#"{{"type":"pointermove","timestamp":{},"data":{{"x":{i},"y":1,"pointerType":"mouse","trusted":true}}}}"#,
+                    1_763_800_000_000i64 + i64::from(i)
+                );
+                let raw = RawValue::from_string(text).expect("json");
+                builder.append(
+                    SURVEY,
+                    identifier,
+                    reference,
+                    1_763_800_000_000,
+                    &decode_event(&raw),
+                );
+            }
+        }
+        let batch = builder.finish().expect("batch");
+        // Row groups of 5 rows: most hold no row of the session and are copied as they are.
+        let small_groups = || {
+            writer_properties()
+                .into_builder()
+                .set_max_row_group_row_count(Some(5))
+                .build()
+        };
+        let mut original = Vec::new();
+        let mut writer =
+            ArrowWriter::try_new(&mut original, batch.schema(), Some(small_groups())).expect("w");
+        writer.write(&batch).expect("write");
+        writer.close().expect("close");
+        let Erased::Rewritten(rewritten) = erase_rows(
+            Bytes::from(original),
+            &session(),
+            "session_id",
+            small_groups(),
+        )
+        .expect("erase") else {
+            panic!("the file holds the session");
+        };
+        assert_eq!(rewritten.rows, 21);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(rewritten.bytes))
+            .expect("reader")
+            .build()
+            .expect("build");
+        let mut rows = Vec::new();
+        for batch in reader {
+            let batch = batch.expect("batch");
+            assert_eq!(
+                batch.schema().field(1).data_type(),
+                EVENTS_SCHEMA.field(1).data_type()
+            );
+            let sessions = arrow::compute::cast(batch.column(1), &DataType::Utf8).expect("cast");
+            let xs = batch.column(6).as_primitive::<Int32Type>();
+            for row in 0..batch.num_rows() {
+                rows.push((
+                    sessions.as_string::<i32>().value(row).to_owned(),
+                    xs.value(row),
+                ));
+            }
+        }
+        let expected: Vec<(String, i32)> = ["a-other", "b-other", "y-other"]
+            .iter()
+            .flat_map(|session| (0..7).map(move |x| ((*session).to_owned(), x)))
+            .collect();
+        assert_eq!(rows, expected);
     }
 
     #[test]

@@ -317,10 +317,29 @@ pub async fn owned_survey(
 ) -> Result<SurveyId, ApiError> {
     let not_found = || ApiError::NotFound("survey not found".to_owned());
     let id = SurveyId::parse(survey_id).ok_or_else(not_found)?;
-    state
+    let organization = &auth.0.key.organization_id;
+    if let Some(owner) = state.survey_owners.read().get(&id) {
+        return if owner == organization {
+            Ok(id)
+        } else {
+            Err(not_found())
+        };
+    }
+    let survey = state
         .catalog
-        .survey(&auth.0.key.organization_id, &id)
+        .survey_by_id(&id)
         .await?
-        .map(|survey| survey.id)
-        .ok_or_else(not_found)
+        .ok_or_else(not_found)?;
+    {
+        let mut owners = state.survey_owners.write();
+        if owners.len() >= super::MAX_CACHED_SURVEY_OWNERS {
+            owners.clear();
+        }
+        owners.insert(survey.id.clone(), survey.organization_id.clone());
+    }
+    if &survey.organization_id == organization {
+        Ok(survey.id)
+    } else {
+        Err(not_found())
+    }
 }

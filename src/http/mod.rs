@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod scoring;
 pub mod status;
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +34,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use bytes::Bytes;
-use catalog::Catalog;
+use catalog::{Catalog, OrganizationId, SurveyId};
 use ingest::Ingestor;
 use serde::de::DeserializeOwned;
 
@@ -69,7 +70,14 @@ pub struct StateInner {
     /// Keyed by (tracking key, identifier).
     pub identifier_limiter: Option<TokenBuckets<(String, String)>>,
     pub trust_forwarded_for: bool,
+    /// The organization each survey belongs to, as seen so far. A survey never changes
+    /// organization and is never removed, so a cached entry never goes stale; it spares every
+    /// survey-scoped request a catalog round trip.
+    pub survey_owners: parking_lot::RwLock<HashMap<SurveyId, OrganizationId>>,
 }
+
+/// Bound on [`StateInner::survey_owners`]; the cache starts over when it is reached.
+pub const MAX_CACHED_SURVEY_OWNERS: usize = 100_000;
 
 impl std::ops::Deref for AppState {
     type Target = StateInner;
@@ -103,6 +111,7 @@ impl AppState {
             identifier_limiter: rate(limits.collector_identifier_rate)
                 .map(|r| TokenBuckets::new(r, r.saturating_mul(3))),
             trust_forwarded_for: limits.trust_forwarded_for,
+            survey_owners: parking_lot::RwLock::new(HashMap::new()),
         }))
     }
 }
