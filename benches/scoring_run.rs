@@ -546,6 +546,30 @@ async fn main() -> anyhow::Result<()> {
             percentile(&latencies, 0.99),
             percentile(&latencies, 1.0)
         );
+        // The same client, HTTP and key check without the lookup: what the request costs
+        // around the query.
+        let context_url = format!("{}/integrations/v1/context", server.base);
+        let mut context = Vec::with_capacity(lookups as usize);
+        for _ in 0..lookups {
+            let started = Instant::now();
+            let reply = client
+                .get(&context_url)
+                .bearer_auth(&server.key)
+                .send()
+                .await?;
+            let status = reply.status();
+            reply.bytes().await?;
+            context.push(started.elapsed());
+            if !status.is_success() {
+                bail!("context failed: {status}");
+            }
+        }
+        context.sort();
+        println!(
+            "  context (key check only), {lookups} requests: p50 {:.2} ms  p99 {:.2} ms",
+            percentile(&context, 0.5),
+            percentile(&context, 0.99)
+        );
     }
     Ok(())
 }
