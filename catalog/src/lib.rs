@@ -301,6 +301,11 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
     /// Makes deleted rows unrecoverable from the catalog's own files (for SQLite: deleted
     /// content is zeroed on delete, and this empties its write-ahead log).
     async fn scrub(&self) -> Result<()>;
+
+    /// Folds the backend's own log into its main storage after a burst of writes, if nothing
+    /// prevents it right now; returns whether it did (for SQLite: a `TRUNCATE` checkpoint, so
+    /// reads stop going through the write-ahead log, see `SqliteCatalog::checkpoint`).
+    async fn checkpoint(&self) -> Result<bool>;
 }
 
 /// Opens the catalog a URL names: `sqlite://PATH` (created when missing).

@@ -1227,11 +1227,7 @@ impl Catalog for SqliteCatalog {
         // deletes; a TRUNCATE checkpoint copies the zeroed pages into the database file and
         // empties the log. It needs a moment without readers, so it is retried briefly.
         for _ in 0..50 {
-            let row = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-                .fetch_one(&self.pool)
-                .await?;
-            let busy: i64 = row.try_get(0)?;
-            if busy == 0 {
+            if self.checkpoint().await? {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1239,6 +1235,18 @@ impl Catalog for SqliteCatalog {
         Err(Error::Corrupt(
             "the catalog's write-ahead log stayed busy; not checkpointed".to_owned(),
         ))
+    }
+
+    /// After a scoring run has written a million scores, their pages sit in the write-ahead
+    /// log until a checkpoint that no reader blocks, and until the log is reset every read of
+    /// them goes through it (a `pread` per page instead of the memory map): lookups on such a
+    /// survey measured a p99 of 8 ms against 4-5 ms once the log was folded in.
+    async fn checkpoint(&self) -> Result<bool> {
+        let row = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .fetch_one(&self.pool)
+            .await?;
+        let busy: i64 = row.try_get(0)?;
+        Ok(busy == 0)
     }
 }
 
