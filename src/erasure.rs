@@ -239,6 +239,10 @@ impl DeletionService {
                 removed.push(file.file.path);
             }
         }
+        // A run that started while the files were rewritten would lose them under its scan.
+        if self.catalog.has_active_scoring_run(survey).await? {
+            return Ok(Attempt::Deferred("a scoring run started on the survey"));
+        }
         let erasure = SessionErasure {
             survey_id: survey.clone(),
             reference: reference.to_owned(),

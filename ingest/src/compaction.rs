@@ -47,7 +47,8 @@ pub struct CompactionReport {
     pub rows: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
-    /// Groups skipped because a concurrent rewrite replaced one of their files first.
+    /// Groups skipped because a concurrent rewrite replaced one of their files first, or a
+    /// scoring run started on the survey meanwhile.
     pub conflicts: usize,
 }
 
@@ -147,6 +148,11 @@ async fn compact_group(
         max_session: merged.max_session,
     };
     let (rows, bytes_out) = (file.row_count, file.size_bytes);
+    // A run that started during the merge would lose the inputs under its scan: leave them.
+    if catalog.has_active_scoring_run(survey_id).await? {
+        report.conflicts += 1;
+        return Ok(());
+    }
     let removed: Vec<String> = group.iter().map(|file| file.file.path.clone()).collect();
     let replaced = rewrite::replace_files(
         catalog,
