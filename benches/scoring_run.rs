@@ -239,29 +239,9 @@ async fn erase(
     }
 }
 
-/// Parquet files under `dir`.
-fn count_files(dir: &std::path::Path) -> usize {
-    let mut count = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|ext| ext == "parquet") {
-                count += 1;
-            }
-        }
-    }
-    count
-}
-
-/// Bytes of Parquet under `dir`.
-fn folder_bytes(dir: &std::path::Path) -> u64 {
-    let mut total = 0;
+/// Every file under `dir`, recursively, with its size.
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -270,12 +250,25 @@ fn folder_bytes(dir: &std::path::Path) -> u64 {
         for entry in entries.flatten() {
             match entry.file_type() {
                 Ok(kind) if kind.is_dir() => stack.push(entry.path()),
-                Ok(_) => total += entry.metadata().map_or(0, |m| m.len()),
+                Ok(_) => files.push((entry.path(), entry.metadata().map_or(0, |m| m.len()))),
                 Err(_) => {}
             }
         }
     }
-    total
+    files
+}
+
+/// Parquet files under `dir`.
+fn count_files(dir: &std::path::Path) -> usize {
+    files_under(dir)
+        .iter()
+        .filter(|(path, _)| path.extension().is_some_and(|ext| ext == "parquet"))
+        .count()
+}
+
+/// Bytes of the files under `dir`.
+fn folder_bytes(dir: &std::path::Path) -> u64 {
+    files_under(dir).iter().map(|(_, size)| size).sum()
 }
 
 /// Waits until nothing new has reached the lake for 3 s (the flusher has caught up).

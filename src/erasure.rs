@@ -277,7 +277,7 @@ impl DeletionService {
         file: &LakeFile,
         session: &Arc<SessionRows>,
     ) -> Result<FileErasure, AttemptError> {
-        let bytes = compaction::read_object(&self.lake, &file.file.path).await?;
+        let bytes = self.lake.read(&file.file.path).await?;
         let kind = file.file.kind;
         let (session_column, properties) = match kind {
             LakeFileKind::Events => ("session_id", ingest::events_file::writer_properties()),

@@ -11,13 +11,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use catalog::{Catalog, LakeFile, LakeFileKind, NewLakeFile, SurveyId};
-use object_store::ObjectStoreExt;
-use object_store::path::Path as ObjectPath;
 
 use crate::events_file;
-use crate::lake::{self, Lake, LakeError};
+use crate::lake::{self, Lake};
 use crate::rewrite::{self, RewriteError};
 
 /// Settings of a compaction pass.
@@ -130,7 +127,7 @@ async fn compact_group(
 ) -> Result<(), RewriteError> {
     let mut inputs = Vec::with_capacity(group.len());
     for file in group {
-        inputs.push(read_object(lake, &file.file.path).await?);
+        inputs.push(lake.read(&file.file.path).await?);
     }
     let merged = tokio::task::spawn_blocking(move || {
         rewrite::merge_sorted(&inputs, "session_id", events_file::writer_properties())
@@ -173,16 +170,6 @@ async fn compact_group(
         report.conflicts += 1;
     }
     Ok(())
-}
-
-/// Reads a lake object whole.
-pub async fn read_object(lake: &Lake, path: &str) -> Result<Bytes, LakeError> {
-    Ok(lake
-        .store()
-        .get(&ObjectPath::from(path))
-        .await?
-        .bytes()
-        .await?)
 }
 
 #[cfg(test)]

@@ -69,6 +69,16 @@ impl Lake {
         Ok(())
     }
 
+    /// Reads an object whole.
+    pub async fn read(&self, path: &str) -> Result<bytes::Bytes, LakeError> {
+        Ok(self
+            .store
+            .get(&ObjectPath::from(path))
+            .await?
+            .bytes()
+            .await?)
+    }
+
     /// Deletes an object; a missing object is not an error.
     pub async fn delete(&self, path: &str) -> Result<(), LakeError> {
         match self.store.delete(&ObjectPath::from(path)).await {
