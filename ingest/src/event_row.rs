@@ -12,6 +12,10 @@ use std::borrow::Cow;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use crate::batch::{self, BatchError};
+
+mod fast;
+
 /// Event timestamps outside `[2000-01-01, received_at + 1 day]` are kept in `event_time` as
 /// sent but not trusted for session statistics.
 const EARLIEST_PLAUSIBLE_MS: i64 = 946_684_800_000;
@@ -155,8 +159,28 @@ impl EventRow<'_> {
     }
 }
 
+/// Decodes every event of a logged batch body (one that passed
+/// [`batch::count_batch_events`]), each as [`decode_event`] would.
+///
+/// Bodies of the common shape are read in one hand-written pass; the rest, event by event,
+/// through serde.
+pub fn decode_batch(body: &[u8]) -> Result<Vec<EventRow<'_>>, BatchError> {
+    if let Some(rows) = fast::decode_batch(body) {
+        return Ok(rows);
+    }
+    Ok(batch::batch_events(body)?
+        .into_iter()
+        .map(decode_event)
+        .collect())
+}
+
 /// Decodes one raw event. Never fails: what cannot be typed is kept raw.
 pub fn decode_event(raw: &RawValue) -> EventRow<'_> {
+    fast::decode_event(raw.get()).unwrap_or_else(|| decode_with_serde(raw))
+}
+
+/// The general path of [`decode_event`], for any JSON value.
+fn decode_with_serde(raw: &RawValue) -> EventRow<'_> {
     let text = raw.get();
     if let Ok(strict) = serde_json::from_str::<StrictEvent<'_>>(text) {
         return EventRow {
@@ -197,132 +221,6 @@ pub fn decode_event(raw: &RawValue) -> EventRow<'_> {
     row
 }
 
-/// What session statistics need of an event, read without typed decoding: its timestamp and,
-/// for a `session` event, the `interviewId` it names.
-pub fn stats_view(raw: &RawValue) -> (Option<i64>, Option<String>) {
-    let Ok(loose) = serde_json::from_str::<LooseEvent<'_>>(raw.get()) else {
-        return (None, None);
-    };
-    let time = loose
-        .timestamp
-        .and_then(|raw| serde_json::from_str::<i64>(raw.get()).ok());
-    let is_session = loose
-        .event_type
-        .is_some_and(|raw| raw.get() == "\"session\"");
-    let interview_id = if is_session {
-        loose
-            .data
-            .and_then(|data| serde_json::from_str::<SessionEventData<'_>>(data.get()).ok())
-            .and_then(|session| session.interview_id)
-            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
-    } else {
-        None
-    };
-    (time, interview_id)
-}
-
-/// What session statistics read of one event: its timestamp, and the `interviewId` of a
-/// `session` event. Decoded while walking the batch, so each event is scanned once; any JSON
-/// value is accepted (a non-object yields neither).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct StatsEvent {
-    pub time: Option<i64>,
-    pub interview_id: Option<String>,
-}
-
-/// A logged batch body as statistics read it.
-#[derive(Debug, Deserialize)]
-pub struct StatsBatch {
-    pub events: Vec<StatsEvent>,
-}
-
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "lowercase")]
-enum StatsKey {
-    Type,
-    Timestamp,
-    Data,
-    #[serde(other)]
-    Other,
-}
-
-impl<'de> Deserialize<'de> for StatsEvent {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EventVisitor;
-
-        impl<'de> serde::de::Visitor<'de> for EventVisitor {
-            type Value = StatsEvent;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<StatsEvent, A::Error> {
-                let mut event = StatsEvent::default();
-                let mut is_session = false;
-                let mut data: Option<&'de RawValue> = None;
-                while let Some(key) = map.next_key::<StatsKey>()? {
-                    match key {
-                        StatsKey::Type => {
-                            let raw: &'de RawValue = map.next_value()?;
-                            is_session = raw.get() == "\"session\"";
-                        }
-                        StatsKey::Timestamp => {
-                            let raw: &'de RawValue = map.next_value()?;
-                            event.time = serde_json::from_str::<i64>(raw.get()).ok();
-                        }
-                        StatsKey::Data => data = Some(map.next_value()?),
-                        StatsKey::Other => {
-                            map.next_value::<serde::de::IgnoredAny>()?;
-                        }
-                    }
-                }
-                if is_session {
-                    event.interview_id = data
-                        .and_then(|data| {
-                            serde_json::from_str::<SessionEventData<'_>>(data.get()).ok()
-                        })
-                        .and_then(|session| session.interview_id)
-                        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
-                }
-                Ok(event)
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<StatsEvent, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(StatsEvent::default())
-            }
-
-            fn visit_bool<E>(self, _: bool) -> Result<StatsEvent, E> {
-                Ok(StatsEvent::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<StatsEvent, E> {
-                Ok(StatsEvent::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<StatsEvent, E> {
-                Ok(StatsEvent::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<StatsEvent, E> {
-                Ok(StatsEvent::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<StatsEvent, E> {
-                Ok(StatsEvent::default())
-            }
-            fn visit_unit<E>(self) -> Result<StatsEvent, E> {
-                Ok(StatsEvent::default())
-            }
-        }
-
-        deserializer.deserialize_any(EventVisitor)
-    }
-}
-
 /// The plausible time of an event for statistics (see [`EventRow::stats_time`]).
 pub fn plausible_time(event_time: Option<i64>, received_at: i64) -> i64 {
     match event_time {
@@ -339,6 +237,7 @@ pub fn plausible_time(event_time: Option<i64>, received_at: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn decode(text: &str) -> EventRow<'static> {
         let raw: &'static RawValue =
@@ -395,40 +294,12 @@ mod tests {
             Some("1b4e28ba-2fa1-11d2-883f-0016d3cca427")
         );
         assert!(row.payload.is_some());
-        let raw = RawValue::from_string(
-            r#"{"type":"session","timestamp":9,"data":{"interviewId":"abc"}}"#.to_owned(),
-        )
-        .expect("json");
-        assert_eq!(stats_view(&raw), (Some(9), Some("abc".to_owned())));
-        let raw = RawValue::from_string(
-            r#"{"type":"click","timestamp":9,"data":{"interviewId":"abc"}}"#.to_owned(),
-        )
-        .expect("json");
-        assert_eq!(stats_view(&raw), (Some(9), None));
+        let click = decode(r#"{"type":"click","timestamp":9,"data":{"interviewId":"abc"}}"#);
+        assert_eq!((click.event_time, click.interview_id), (Some(9), None));
     }
 
     #[test]
-    fn the_one_pass_stats_decoder_agrees_with_stats_view() {
-        let body = r#"{"events":[
-            {"type":"session","timestamp":9,"data":{"interviewId":"abc","webdriver":false}},
-            {"data":{"interviewId":"not-a-session"},"timestamp":10,"type":"click"},
-            {"timestamp":"11","type":"x"}, 42, "s", null, [1,{"a":[2]}], {"type":7}
-        ],"other":{"x":1}}"#;
-        let batch: StatsBatch = serde_json::from_str(body).expect("stats batch");
-        let raws = crate::batch::batch_events(body.as_bytes()).expect("batch");
-        assert_eq!(batch.events.len(), raws.len());
-        for (event, raw) in batch.events.iter().zip(raws) {
-            let (time, interview_id) = stats_view(raw);
-            assert_eq!(
-                (event.time, event.interview_id.clone()),
-                (time, interview_id),
-                "{}",
-                raw.get()
-            );
-        }
-        assert_eq!(batch.events[0].interview_id.as_deref(), Some("abc"));
-        assert_eq!(batch.events[1].time, Some(10));
-        // Every event the collector accepted is counted, however deep.
+    fn every_event_of_a_batch_is_decoded_however_deep() {
         let depth = 100_000;
         for event in [
             format!("{}{}", "[".repeat(depth), "]".repeat(depth)),
@@ -440,9 +311,207 @@ mod tests {
             ),
         ] {
             let body = format!("{{\"events\":[{event},1]}}");
-            let batch: StatsBatch = serde_json::from_str(&body).expect("deep event");
-            assert_eq!(batch.events.len(), 2);
+            assert_eq!(crate::batch::count_batch_events(body.as_bytes()), Ok(2));
+            let rows = decode_batch(body.as_bytes()).expect("deep events");
+            assert_eq!(rows.len(), 2);
+            assert!(rows.iter().all(|row| row.payload.is_some()));
         }
+    }
+
+    #[test]
+    fn the_fast_path_takes_the_embeds_common_events() {
+        for text in [
+            r#"{"type":"pointermove","timestamp":1700000000123,"data":{"x":10,"y":-3,"pointerType":"mouse","trusted":true}}"#,
+            r#"{ "data" : { "keyClass":"char", "holdMs": 87.5, "repeat": false }, "timestamp": 5, "type": "keyup" }"#,
+            r#"{"type":"focus","timestamp":0,"data":{}}"#,
+        ] {
+            let row = fast::decode_event(text).expect("fast path");
+            let raw = RawValue::from_string(text.to_owned()).expect("json");
+            assert_eq!(row, decode_with_serde(&raw), "{text}");
+        }
+        let body = br#"{"events":[{"type":"scroll","timestamp":1,"data":{"dx":0,"dy":-120.5,"deltaMode":0}}, {"type":"blur","timestamp":2,"data":{}}]}"#;
+        assert_eq!(fast::decode_batch(body).map(|rows| rows.len()), Some(2));
+        // Left to serde: escapes, `-0`, duplicates, other keys, nulls, a second top-level key.
+        for text in [
+            r#"{"type":"point\u0065rmove","timestamp":1,"data":{}}"#,
+            r#"{"type":"focus","timestamp":-0,"data":{}}"#,
+            r#"{"type":"focus","type":"blur","timestamp":1,"data":{}}"#,
+            r#"{"type":"focus","timestamp":1,"data":{"x":1,"x":2}}"#,
+            r#"{"type":"focus","timestamp":1,"data":{"x":null}}"#,
+            r#"{"type":"focus","timestamp":1,"data":{},"other":1}"#,
+        ] {
+            assert_eq!(fast::decode_event(text), None, "{text}");
+        }
+        assert!(fast::decode_batch(br#"{"events":[],"other":1}"#).is_none());
+    }
+
+    /// Values of every kind the fast path must either read exactly as serde does or refuse.
+    fn value_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i32>().prop_map(|value| value.to_string()),
+            any::<i64>().prop_map(|value| value.to_string()),
+            any::<u64>().prop_map(|value| value.to_string()),
+            any::<f64>()
+                .prop_filter("finite", |value| value.is_finite())
+                .prop_map(|value| value.to_string()),
+            prop_oneof![
+                Just("-0"),
+                Just("0"),
+                Just("1e3"),
+                Just("-1.5E-2"),
+                Just("123456789012345678"),
+                Just("1234567890123456789"),
+                Just("-9223372036854775808"),
+                Just("true"),
+                Just("false"),
+                Just("null"),
+                Just(r#""a\"b""#),
+                Just(r#""\u0041""#),
+                Just("[1,2]"),
+                Just("{}"),
+                Just(r#"{"x":1}"#),
+            ]
+            .prop_map(str::to_owned),
+            "[a-zé]{0,6}".prop_map(|text| format!("\"{text}\"")),
+        ]
+    }
+
+    fn whitespace() -> impl Strategy<Value = &'static str> {
+        prop_oneof![Just(""), Just(""), Just(" "), Just("\n\t ")]
+    }
+
+    fn object_text(
+        keys: &'static [&'static str],
+        value: impl Strategy<Value = String>,
+    ) -> impl Strategy<Value = String> {
+        proptest::collection::vec((proptest::sample::select(keys), value, whitespace()), 0..7)
+            .prop_map(|fields| {
+                let fields: Vec<String> = fields
+                    .into_iter()
+                    .map(|(key, value, space)| format!("{space}\"{key}\"{space}:{space}{value}"))
+                    .collect();
+                format!("{{{}}}", fields.join(","))
+            })
+    }
+
+    fn event_text() -> impl Strategy<Value = String> {
+        const DATA_KEYS: &[&str] = &[
+            "x",
+            "y",
+            "pointerType",
+            "trusted",
+            "button",
+            "target",
+            "keyClass",
+            "repeat",
+            "holdMs",
+            "flightMs",
+            "inputType",
+            "lengthDelta",
+            "field",
+            "length",
+            "dx",
+            "dy",
+            "deltaMode",
+            "force",
+            "radius",
+            "state",
+            "width",
+            "height",
+            "interviewId",
+            "X",
+        ];
+        const EVENT_KEYS: &[&str] = &["type", "timestamp", "data", "data", "other"];
+        object_text(
+            EVENT_KEYS,
+            prop_oneof![
+                value_text(),
+                object_text(DATA_KEYS, value_text()),
+                object_text(DATA_KEYS, value_text()),
+            ],
+        )
+    }
+
+    /// Events of the vocabulary's shape, mostly with well-typed fields, so that the fast path
+    /// takes many of them (and still meets duplicates, wrong types and stray keys).
+    fn shaped_event_text() -> impl Strategy<Value = String> {
+        const INT_KEYS: &[&str] = &[
+            "x",
+            "y",
+            "button",
+            "lengthDelta",
+            "field",
+            "length",
+            "deltaMode",
+            "width",
+            "height",
+        ];
+        const FLOAT_KEYS: &[&str] = &["holdMs", "flightMs", "dx", "dy", "force", "radius"];
+        const STR_KEYS: &[&str] = &["pointerType", "target", "keyClass", "inputType", "state"];
+        const BOOL_KEYS: &[&str] = &["trusted", "repeat"];
+        let field = prop_oneof![
+            4 => (proptest::sample::select(INT_KEYS), any::<i32>())
+                .prop_map(|(key, value)| format!("\"{key}\":{value}")),
+            2 => (proptest::sample::select(FLOAT_KEYS), any::<f32>())
+                .prop_filter("finite", |(_, value)| value.is_finite())
+                .prop_map(|(key, value)| format!("\"{key}\":{value}")),
+            2 => (proptest::sample::select(STR_KEYS), "[a-z]{0,5}")
+                .prop_map(|(key, value)| format!("\"{key}\":\"{value}\"")),
+            2 => (proptest::sample::select(BOOL_KEYS), any::<bool>())
+                .prop_map(|(key, value)| format!("\"{key}\":{value}")),
+            1 => ("[a-zA-Z]{1,6}", value_text())
+                .prop_map(|(key, value)| format!("\"{key}\":{value}")),
+        ];
+        let timestamp = prop_oneof![
+            4 => (0_i64..2_000_000_000_000).prop_map(|value| value.to_string()),
+            1 => value_text(),
+        ];
+        (
+            "[a-z]{1,10}",
+            timestamp,
+            proptest::collection::vec(field, 0..6),
+            whitespace(),
+        )
+            .prop_map(|(event_type, timestamp, fields, space)| {
+                format!(
+                    "{{\"type\":{space}\"{event_type}\",\"timestamp\":{timestamp},{space}\"data\":{{{}}}}}",
+                    fields.join(",")
+                )
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn the_fast_path_decodes_exactly_as_serde(
+            events in proptest::collection::vec(prop_oneof![event_text(), shaped_event_text()], 0..6),
+            space in whitespace(),
+        ) {
+            let body = format!("{{{space}\"events\":[{}]{space}}}", events.join(","));
+            prop_assume!(crate::batch::count_batch_events(body.as_bytes()).is_ok());
+            let raws = crate::batch::batch_events(body.as_bytes()).expect("valid body");
+            let by_serde: Vec<EventRow<'_>> = raws.iter().map(|raw| decode_with_serde(raw)).collect();
+            let by_event: Vec<EventRow<'_>> = raws.iter().map(|raw| decode_event(raw)).collect();
+            let fast = raws.iter().filter(|raw| fast::decode_event(raw.get()).is_some()).count();
+            FAST_PATH_HITS.with(|hits| hits.set(hits.get() + fast));
+            prop_assert_eq!(&by_event, &by_serde);
+            prop_assert_eq!(&decode_batch(body.as_bytes()).expect("decoded"), &by_serde);
+        }
+    }
+
+    thread_local! {
+        /// Events of the property test's cases that the fast path decoded, on this thread.
+        static FAST_PATH_HITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    #[test]
+    fn the_property_test_exercises_the_fast_path() {
+        // Runs the property test's cases again on this thread and counts what they decoded fast.
+        FAST_PATH_HITS.with(|hits| hits.set(0));
+        the_fast_path_decodes_exactly_as_serde();
+        let hits = FAST_PATH_HITS.with(std::cell::Cell::get);
+        assert!(hits >= 100, "only {hits} events took the fast path");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinHandle;
 
 use crate::batch::{self, BatchError};
-use crate::event_row::{self, decode_event};
+use crate::event_row;
 use crate::events_file::{self, EventsBatchBuilder};
 use crate::lake::{self, Lake};
 use crate::wal::{Append, Wal, WalError, WalRecord};
@@ -393,9 +393,8 @@ impl Ingestor {
         if linked.is_some_and(|reference| tombstoned(&reference)) {
             return Ok(true);
         }
-        let named = batch::batch_events(body)?.into_iter().find_map(|raw| {
-            event_row::stats_view(raw)
-                .1
+        let named = event_row::decode_batch(body)?.into_iter().find_map(|row| {
+            row.interview_id
                 .as_deref()
                 .and_then(batch::normalize_reference)
                 .filter(|reference| tombstoned(reference))
@@ -838,10 +837,10 @@ fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
     let mut by_session: HashMap<(&SurveyId, &str), SessionDelta> = HashMap::new();
     for record in records {
         // Bodies in the log were validated before they were logged.
-        let Ok(batch) = serde_json::from_slice::<event_row::StatsBatch>(&record.body) else {
+        let Ok(rows) = event_row::decode_batch(&record.body) else {
             continue;
         };
-        if batch.events.is_empty() {
+        if rows.is_empty() {
             continue;
         }
         let delta = by_session
@@ -855,13 +854,16 @@ fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
                 first_event_at: i64::MAX,
                 last_event_at: i64::MIN,
             });
-        for event in batch.events {
-            let (event_time, interview_id) = (event.time, event.interview_id);
-            let time = event_row::plausible_time(event_time, record.received_at);
+        for row in rows {
+            let time = row.stats_time(record.received_at);
             delta.event_count += 1;
             delta.first_event_at = delta.first_event_at.min(time);
             delta.last_event_at = delta.last_event_at.max(time);
-            if let Some(reference) = interview_id.as_deref().and_then(batch::normalize_reference) {
+            if let Some(reference) = row
+                .interview_id
+                .as_deref()
+                .and_then(batch::normalize_reference)
+            {
                 delta.reference = Some(reference);
                 delta.reference_explicit = true;
             }
@@ -911,12 +913,12 @@ fn build_event_files(
         if !contains(&record.body, b"session") {
             continue;
         }
-        let Ok(events) = batch::batch_events(&record.body) else {
+        let Ok(rows) = event_row::decode_batch(&record.body) else {
             continue;
         };
-        for raw in events {
-            if let Some(reference) = event_row::stats_view(raw)
-                .1
+        for row in rows {
+            if let Some(reference) = row
+                .interview_id
                 .as_deref()
                 .and_then(batch::normalize_reference)
             {
@@ -942,13 +944,12 @@ fn build_event_files(
         let mut max_session: Option<&str> = None;
         for (_, record) in &ordered[start..end] {
             // Bodies in the log were validated before they were logged.
-            let Ok(events) = batch::batch_events(&record.body) else {
+            let Ok(rows) = event_row::decode_batch(&record.body) else {
                 continue;
             };
-            if events.is_empty() {
+            if rows.is_empty() {
                 continue;
             }
-            let rows: Vec<_> = events.into_iter().map(decode_event).collect();
             // A session event in the batch names the reference; else what the stream or the
             // catalog linked to the identifier; else the identifier itself when it is a UUID.
             let reference = rows
