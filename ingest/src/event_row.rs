@@ -174,6 +174,35 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<EventRow<'_>>, BatchError> {
         .collect())
 }
 
+/// What session statistics read of an event: the time to count it at (see
+/// [`EventRow::stats_time`]) and the `interviewId` a `session` event names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsEvent {
+    pub event_time: Option<i64>,
+    pub interview_id: Option<String>,
+}
+
+/// The statistics view of every event of a logged batch body, as [`decode_batch`] would give
+/// it; the common shape is read without decoding `data`.
+pub fn stats_events(body: &[u8]) -> Result<Vec<StatsEvent>, BatchError> {
+    if let Some(times) = fast::batch_times(body) {
+        return Ok(times
+            .into_iter()
+            .map(|time| StatsEvent {
+                event_time: Some(time),
+                interview_id: None,
+            })
+            .collect());
+    }
+    Ok(decode_batch(body)?
+        .into_iter()
+        .map(|row| StatsEvent {
+            event_time: row.event_time,
+            interview_id: row.interview_id,
+        })
+        .collect())
+}
+
 /// Decodes one raw event. Never fails: what cannot be typed is kept raw.
 pub fn decode_event(raw: &RawValue) -> EventRow<'_> {
     fast::decode_event(raw.get()).unwrap_or_else(|| decode_with_serde(raw))
@@ -343,6 +372,19 @@ mod tests {
             assert_eq!(fast::decode_event(text), None, "{text}");
         }
         assert!(fast::decode_batch(br#"{"events":[],"other":1}"#).is_none());
+        // Statistics skip `data` whatever it holds, but leave `session` events to serde.
+        let body = br#"{"events":[{"type":"x","timestamp":3,"data":{"a":[1,{"b":"}\"]"}],"c":null}},{"data":7,"timestamp":4,"type":"y"}]}"#;
+        assert_eq!(fast::batch_times(body), Some(vec![3, 4]));
+        let session =
+            br#"{"events":[{"type":"session","timestamp":3,"data":{"interviewId":"abc"}}]}"#;
+        assert_eq!(fast::batch_times(session), None);
+        assert_eq!(
+            stats_events(session).expect("stats"),
+            vec![StatsEvent {
+                event_time: Some(3),
+                interview_id: Some("abc".to_owned())
+            }]
+        );
     }
 
     /// Values of every kind the fast path must either read exactly as serde does or refuse.
@@ -497,6 +539,14 @@ mod tests {
             FAST_PATH_HITS.with(|hits| hits.set(hits.get() + fast));
             prop_assert_eq!(&by_event, &by_serde);
             prop_assert_eq!(&decode_batch(body.as_bytes()).expect("decoded"), &by_serde);
+            let stats: Vec<StatsEvent> = by_serde
+                .iter()
+                .map(|row| StatsEvent {
+                    event_time: row.event_time,
+                    interview_id: row.interview_id.clone(),
+                })
+                .collect();
+            prop_assert_eq!(&stats_events(body.as_bytes()).expect("stats"), &stats);
         }
     }
 

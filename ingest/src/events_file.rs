@@ -7,8 +7,8 @@
 use std::sync::{Arc, LazyLock};
 
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, RecordBatch, StringBuilder,
-    StringDictionaryBuilder, TimestampMillisecondBuilder,
+    ArrayRef, ArrowPrimitiveType, BooleanBuilder, Float64Builder, Int32Builder, PrimitiveBuilder,
+    RecordBatch, StringBuilder, StringDictionaryBuilder, TimestampMillisecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
@@ -150,6 +150,7 @@ impl EventsBatchBuilder {
         self.rows == 0
     }
 
+    /// Appends one event.
     pub fn append(
         &mut self,
         survey_id: &str,
@@ -158,38 +159,72 @@ impl EventsBatchBuilder {
         received_at: i64,
         row: &EventRow<'_>,
     ) {
-        let data = &row.data;
-        self.survey_id.append_value(survey_id);
-        self.session_id.append_value(session_id);
-        self.reference.append_option(reference);
-        self.received_at.append_value(received_at);
-        self.event_time.append_option(row.event_time);
-        self.event_type.append_option(row.event_type.as_deref());
-        self.x.append_option(data.x);
-        self.y.append_option(data.y);
-        self.pointer_type
-            .append_option(data.pointer_type.as_deref());
-        self.trusted.append_option(data.trusted);
-        self.button.append_option(data.button);
-        self.target.append_option(data.target.as_deref());
-        self.key_class.append_option(data.key_class.as_deref());
-        self.repeat.append_option(data.repeat);
-        self.hold_ms.append_option(data.hold_ms);
-        self.flight_ms.append_option(data.flight_ms);
-        self.input_type.append_option(data.input_type.as_deref());
-        self.length_delta.append_option(data.length_delta);
-        self.field.append_option(data.field);
-        self.length.append_option(data.length);
-        self.dx.append_option(data.dx);
-        self.dy.append_option(data.dy);
-        self.delta_mode.append_option(data.delta_mode);
-        self.force.append_option(data.force);
-        self.radius.append_option(data.radius);
-        self.state.append_option(data.state.as_deref());
-        self.width.append_option(data.width);
-        self.height.append_option(data.height);
-        self.payload.append_option(row.payload);
-        self.rows += 1;
+        self.append_batch(
+            survey_id,
+            session_id,
+            reference,
+            received_at,
+            std::slice::from_ref(row),
+        );
+    }
+
+    /// Appends the events of one logged batch (one session, one receipt time), column by
+    /// column: the batch's constants are looked up once, a column the whole batch leaves null
+    /// is filled in one call, and a dictionary column is looked up once per run of equal values.
+    pub fn append_batch(
+        &mut self,
+        survey_id: &str,
+        session_id: &str,
+        reference: Option<&str>,
+        received_at: i64,
+        rows: &[EventRow<'_>],
+    ) {
+        let count = rows.len();
+        if count == 0 {
+            return;
+        }
+        self.survey_id.append_values(survey_id, count);
+        self.session_id.append_values(session_id, count);
+        self.reference.append_options(reference, count);
+        self.received_at.append_value_n(received_at, count);
+        primitive(&mut self.event_time, rows, |row| row.event_time);
+        dictionary_runs(&mut self.event_type, rows, |row| row.event_type.as_deref());
+        primitive(&mut self.x, rows, |row| row.data.x);
+        primitive(&mut self.y, rows, |row| row.data.y);
+        dictionary_runs(&mut self.pointer_type, rows, |row| {
+            row.data.pointer_type.as_deref()
+        });
+        boolean(&mut self.trusted, rows, |row| row.data.trusted);
+        primitive(&mut self.button, rows, |row| row.data.button);
+        dictionary_runs(&mut self.target, rows, |row| row.data.target.as_deref());
+        dictionary_runs(&mut self.key_class, rows, |row| {
+            row.data.key_class.as_deref()
+        });
+        boolean(&mut self.repeat, rows, |row| row.data.repeat);
+        primitive(&mut self.hold_ms, rows, |row| row.data.hold_ms);
+        primitive(&mut self.flight_ms, rows, |row| row.data.flight_ms);
+        dictionary_runs(&mut self.input_type, rows, |row| {
+            row.data.input_type.as_deref()
+        });
+        primitive(&mut self.length_delta, rows, |row| row.data.length_delta);
+        primitive(&mut self.field, rows, |row| row.data.field);
+        primitive(&mut self.length, rows, |row| row.data.length);
+        primitive(&mut self.dx, rows, |row| row.data.dx);
+        primitive(&mut self.dy, rows, |row| row.data.dy);
+        primitive(&mut self.delta_mode, rows, |row| row.data.delta_mode);
+        primitive(&mut self.force, rows, |row| row.data.force);
+        primitive(&mut self.radius, rows, |row| row.data.radius);
+        dictionary_runs(&mut self.state, rows, |row| row.data.state.as_deref());
+        primitive(&mut self.width, rows, |row| row.data.width);
+        primitive(&mut self.height, rows, |row| row.data.height);
+        if rows.iter().all(|row| row.payload.is_none()) {
+            self.payload.append_nulls(count);
+        } else {
+            for row in rows {
+                self.payload.append_option(row.payload);
+            }
+        }
+        self.rows += count;
     }
 
     /// The rows appended so far as one batch; the builder starts empty again.
@@ -228,6 +263,57 @@ impl EventsBatchBuilder {
         ];
         RecordBatch::try_new(Arc::clone(&EVENTS_SCHEMA), columns)
     }
+}
+
+fn primitive<T: ArrowPrimitiveType>(
+    builder: &mut PrimitiveBuilder<T>,
+    rows: &[EventRow<'_>],
+    value: impl Fn(&EventRow<'_>) -> Option<T::Native>,
+) {
+    if rows.iter().all(|row| value(row).is_none()) {
+        builder.append_nulls(rows.len());
+    } else {
+        for row in rows {
+            builder.append_option(value(row));
+        }
+    }
+}
+
+fn boolean(
+    builder: &mut BooleanBuilder,
+    rows: &[EventRow<'_>],
+    value: impl Fn(&EventRow<'_>) -> Option<bool>,
+) {
+    if rows.iter().all(|row| value(row).is_none()) {
+        builder.append_nulls(rows.len());
+    } else {
+        for row in rows {
+            builder.append_option(value(row));
+        }
+    }
+}
+
+/// Appends a dictionary column one run of equal values at a time (a batch's events mostly
+/// share their type and pointer type), so each run costs one dictionary lookup.
+fn dictionary_runs<'r>(
+    builder: &mut Dictionary,
+    rows: &'r [EventRow<'_>],
+    value: impl Fn(&'r EventRow<'_>) -> Option<&'r str>,
+) {
+    let mut values = rows.iter().map(value);
+    let Some(mut current) = values.next() else {
+        return;
+    };
+    let mut run = 1;
+    for next in values {
+        if next == current {
+            run += 1;
+        } else {
+            builder.append_options(current, run);
+            (current, run) = (next, 1);
+        }
+    }
+    builder.append_options(current, run);
 }
 
 /// Writer settings of `events` files.

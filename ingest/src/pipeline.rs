@@ -393,12 +393,15 @@ impl Ingestor {
         if linked.is_some_and(|reference| tombstoned(&reference)) {
             return Ok(true);
         }
-        let named = event_row::decode_batch(body)?.into_iter().find_map(|row| {
-            row.interview_id
-                .as_deref()
-                .and_then(batch::normalize_reference)
-                .filter(|reference| tombstoned(reference))
-        });
+        let named = event_row::stats_events(body)?
+            .into_iter()
+            .find_map(|event| {
+                event
+                    .interview_id
+                    .as_deref()
+                    .and_then(batch::normalize_reference)
+                    .filter(|reference| tombstoned(reference))
+            });
         let Some(reference) = named else {
             return Ok(false);
         };
@@ -837,10 +840,10 @@ fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
     let mut by_session: HashMap<(&SurveyId, &str), SessionDelta> = HashMap::new();
     for record in records {
         // Bodies in the log were validated before they were logged.
-        let Ok(rows) = event_row::decode_batch(&record.body) else {
+        let Ok(events) = event_row::stats_events(&record.body) else {
             continue;
         };
-        if rows.is_empty() {
+        if events.is_empty() {
             continue;
         }
         let delta = by_session
@@ -854,12 +857,12 @@ fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
                 first_event_at: i64::MAX,
                 last_event_at: i64::MIN,
             });
-        for row in rows {
-            let time = row.stats_time(record.received_at);
+        for event in events {
+            let time = event_row::plausible_time(event.event_time, record.received_at);
             delta.event_count += 1;
             delta.first_event_at = delta.first_event_at.min(time);
             delta.last_event_at = delta.last_event_at.max(time);
-            if let Some(reference) = row
+            if let Some(reference) = event
                 .interview_id
                 .as_deref()
                 .and_then(batch::normalize_reference)
@@ -872,9 +875,11 @@ fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
     by_session.into_values().collect()
 }
 
-/// UTC calendar date of a Unix-millisecond time, `YYYY-MM-DD`.
-fn utc_date(millis: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(millis)
+const MILLIS_PER_DAY: i64 = 86_400_000;
+
+/// UTC calendar date of a day number (days since 1970-01-01), `YYYY-MM-DD`.
+fn utc_date(day: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(day.saturating_mul(MILLIS_PER_DAY))
         .unwrap_or_default()
         .format("%Y-%m-%d")
         .to_string()
@@ -893,14 +898,15 @@ fn build_event_files(
     first_lsn: u64,
     through_lsn: u64,
 ) -> Result<Vec<(Vec<u8>, NewLakeFile)>, IngestError> {
-    let mut ordered: Vec<(String, &Arc<WalRecord>)> = records
+    // Partitioned by UTC day number; the date text is formatted once per partition.
+    let mut ordered: Vec<(i64, &Arc<WalRecord>)> = records
         .iter()
-        .map(|record| (utc_date(record.received_at), record))
+        .map(|record| (record.received_at.div_euclid(MILLIS_PER_DAY), record))
         .collect();
-    ordered.sort_by(|(date_a, a), (date_b, b)| {
+    ordered.sort_unstable_by(|(day_a, a), (day_b, b)| {
         a.survey_id
             .cmp(&b.survey_id)
-            .then_with(|| date_a.cmp(date_b))
+            .then_with(|| day_a.cmp(day_b))
             .then_with(|| a.identifier.cmp(&b.identifier))
             .then_with(|| a.lsn.cmp(&b.lsn))
     });
@@ -931,14 +937,13 @@ fn build_event_files(
     let mut builder = EventsBatchBuilder::new();
     let mut start = 0;
     while start < ordered.len() {
-        let (date, first) = &ordered[start];
+        let (day, first) = &ordered[start];
         let survey_id = &first.survey_id;
+        let date = utc_date(*day);
         let end = start
             + ordered[start..]
                 .iter()
-                .take_while(|(other_date, other)| {
-                    other_date == date && &other.survey_id == survey_id
-                })
+                .take_while(|(other_day, other)| other_day == day && &other.survey_id == survey_id)
                 .count();
         let mut min_session: Option<&str> = None;
         let mut max_session: Option<&str> = None;
@@ -977,15 +982,13 @@ fn build_event_files(
             }) {
                 continue;
             }
-            for row in &rows {
-                builder.append(
-                    survey_id.as_str(),
-                    &record.identifier,
-                    reference.as_deref(),
-                    record.received_at,
-                    row,
-                );
-            }
+            builder.append_batch(
+                survey_id.as_str(),
+                &record.identifier,
+                reference.as_deref(),
+                record.received_at,
+                &rows,
+            );
             min_session.get_or_insert(record.identifier.as_str());
             max_session = Some(record.identifier.as_str());
         }
@@ -999,14 +1002,14 @@ fn build_event_files(
             let file = NewLakeFile {
                 path: lake::events_file_path(
                     survey_id.as_str(),
-                    date,
+                    &date,
                     instance,
                     first_lsn,
                     through_lsn,
                 ),
                 kind: LakeFileKind::Events,
                 survey_id: survey_id.clone(),
-                partition_date: Some(date.clone()),
+                partition_date: Some(date),
                 row_count,
                 size_bytes: bytes.len() as u64,
                 min_session: min_session.map(str::to_owned),

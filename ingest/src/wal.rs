@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use catalog::SurveyId;
@@ -40,6 +41,8 @@ const SEGMENT_TARGET_BYTES: u64 = 64 * 1024 * 1024;
 const MAX_GROUP: usize = 4096;
 /// ...and stops adding records past this many bytes, so one group's write and sync stay short.
 const MAX_GROUP_BYTES: usize = 16 * 1024 * 1024;
+/// A group's write and sync taking this long is logged as a warning.
+const SLOW_SYNC: Duration = Duration::from_millis(50);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {
@@ -494,11 +497,23 @@ fn writer_loop(
             continue;
         }
 
+        let started = Instant::now();
         let outcome = segment
             .file
             .write_all(&buffer)
             .and_then(|()| segment.file.sync_data());
         shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+        let elapsed = started.elapsed();
+        if elapsed >= SLOW_SYNC {
+            // Every request of the group waited this long: worth an operator's attention (a
+            // disk shared with other writers, or a failing one).
+            tracing::warn!(
+                elapsed_ms = elapsed.as_millis() as u64,
+                records = records.len(),
+                bytes = buffer.len(),
+                "slow write-ahead log sync"
+            );
+        }
         match outcome {
             Ok(()) => {
                 segment.written += buffer.len() as u64;

@@ -243,3 +243,105 @@ pub(super) fn decode_event(text: &str) -> Option<EventRow<'_>> {
     cursor.skip_whitespace();
     (cursor.pos == text.len()).then_some(row)
 }
+
+/// The timestamp of every event of `body`, for session statistics, or `None` when some event
+/// is outside the shape whose timestamp is plain to read (an object of `type`, `timestamp` and
+/// `data`, a plain string type other than `session`, an integer timestamp). `data` is skipped.
+pub(super) fn batch_times(body: &[u8]) -> Option<Vec<i64>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let mut cursor = Cursor { text, pos: 0 };
+    cursor.eat(b'{')?;
+    if cursor.plain_str()? != "events" {
+        return None;
+    }
+    cursor.eat(b':')?;
+    cursor.eat(b'[')?;
+    let mut times = Vec::with_capacity(32);
+    if cursor.peek()? == b']' {
+        cursor.pos += 1;
+    } else {
+        loop {
+            times.push(cursor.event_time()?);
+            match cursor.peek()? {
+                b',' => cursor.pos += 1,
+                b']' => {
+                    cursor.pos += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    cursor.eat(b'}')?;
+    cursor.skip_whitespace();
+    (cursor.pos == text.len()).then_some(times)
+}
+
+impl Cursor<'_> {
+    fn event_time(&mut self) -> Option<i64> {
+        let (mut has_type, mut time, mut has_data) = (false, None, false);
+        self.object(|cursor, key| {
+            match key {
+                "type" if !has_type => {
+                    has_type = true;
+                    if cursor.plain_str()? == "session" {
+                        return None;
+                    }
+                }
+                "timestamp" if time.is_none() => time = Some(cursor.integer()?),
+                "data" if !has_data => {
+                    has_data = true;
+                    cursor.skip_value()?;
+                }
+                _ => return None,
+            }
+            Some(())
+        })?;
+        time
+    }
+
+    /// Skips one value of a body that is known to be valid JSON.
+    fn skip_value(&mut self) -> Option<()> {
+        let mut depth = 0_usize;
+        loop {
+            match self.peek()? {
+                b'{' | b'[' => {
+                    depth += 1;
+                    self.pos += 1;
+                }
+                b'}' | b']' => {
+                    depth = depth.checked_sub(1)?;
+                    self.pos += 1;
+                }
+                b'"' => self.skip_string()?,
+                b',' | b':' if depth > 0 => self.pos += 1,
+                b',' | b':' => return None,
+                _ => {
+                    while let Some(byte) = self.bytes().get(self.pos) {
+                        if matches!(byte, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                            break;
+                        }
+                        self.pos += 1;
+                    }
+                }
+            }
+            if depth == 0 {
+                return Some(());
+            }
+        }
+    }
+
+    fn skip_string(&mut self) -> Option<()> {
+        self.pos += 1;
+        loop {
+            let rest = self.bytes().get(self.pos..)?;
+            let at = memchr::memchr2(b'"', b'\\', rest)?;
+            if rest[at] == b'"' {
+                self.pos += at + 1;
+                return Some(());
+            }
+            // An escape: skip the backslash and the character it escapes.
+            self.pos += at + 2;
+        }
+    }
+}
