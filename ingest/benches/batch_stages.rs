@@ -97,29 +97,22 @@ fn main() {
         }
     });
     let mut builder = EventsBatchBuilder::new();
-    let build = measure(rounds, || {
+    let append_all = |builder: &mut EventsBatchBuilder| {
         for (index, body) in bodies.iter().enumerate() {
-            let session = format!("session-{}", index / 50);
             builder.append_batch(
                 "00112233445566778899aabb",
-                &session,
+                &format!("session-{}", index / 50),
                 None,
                 1_763_000_000_000,
                 &event_row::decode_batch(body).expect("valid"),
             );
         }
+    };
+    let build = measure(rounds, || {
+        append_all(&mut builder);
         black_box(builder.finish().expect("batch"));
     }) - decode;
-    for (index, body) in bodies.iter().enumerate() {
-        let session = format!("session-{}", index / 50);
-        builder.append_batch(
-            "00112233445566778899aabb",
-            &session,
-            None,
-            1_763_000_000_000,
-            &event_row::decode_batch(body).expect("valid"),
-        );
-    }
+    append_all(&mut builder);
     let record_batch = builder.finish().expect("batch");
     let mut file_bytes = 0;
     let encode = measure(rounds, || {

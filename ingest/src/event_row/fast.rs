@@ -16,6 +16,15 @@ use super::{EventData, EventRow};
 /// Every event of `body` decoded, or `None` when some part of the body is outside the fast
 /// path's shape.
 pub(super) fn decode_batch(body: &[u8]) -> Option<Vec<EventRow<'_>>> {
+    each_event(body, Cursor::event)
+}
+
+/// `read` applied to each event of a `{"events":[...]}` body (the only key), in order; `None`
+/// as soon as the body or any event is outside what `read` takes.
+fn each_event<'a, T>(
+    body: &'a [u8],
+    mut read: impl FnMut(&mut Cursor<'a>) -> Option<T>,
+) -> Option<Vec<T>> {
     let text = std::str::from_utf8(body).ok()?;
     let mut cursor = Cursor { text, pos: 0 };
     cursor.eat(b'{')?;
@@ -24,12 +33,12 @@ pub(super) fn decode_batch(body: &[u8]) -> Option<Vec<EventRow<'_>>> {
     }
     cursor.eat(b':')?;
     cursor.eat(b'[')?;
-    let mut rows = Vec::with_capacity(32);
+    let mut items = Vec::with_capacity(32);
     if cursor.peek()? == b']' {
         cursor.pos += 1;
     } else {
         loop {
-            rows.push(cursor.event()?);
+            items.push(read(&mut cursor)?);
             match cursor.peek()? {
                 b',' => cursor.pos += 1,
                 b']' => {
@@ -42,7 +51,7 @@ pub(super) fn decode_batch(body: &[u8]) -> Option<Vec<EventRow<'_>>> {
     }
     cursor.eat(b'}')?;
     cursor.skip_whitespace();
-    (cursor.pos == text.len()).then_some(rows)
+    (cursor.pos == text.len()).then_some(items)
 }
 
 struct Cursor<'a> {
@@ -248,33 +257,7 @@ pub(super) fn decode_event(text: &str) -> Option<EventRow<'_>> {
 /// is outside the shape whose timestamp is plain to read (an object of `type`, `timestamp` and
 /// `data`, a plain string type other than `session`, an integer timestamp). `data` is skipped.
 pub(super) fn batch_times(body: &[u8]) -> Option<Vec<i64>> {
-    let text = std::str::from_utf8(body).ok()?;
-    let mut cursor = Cursor { text, pos: 0 };
-    cursor.eat(b'{')?;
-    if cursor.plain_str()? != "events" {
-        return None;
-    }
-    cursor.eat(b':')?;
-    cursor.eat(b'[')?;
-    let mut times = Vec::with_capacity(32);
-    if cursor.peek()? == b']' {
-        cursor.pos += 1;
-    } else {
-        loop {
-            times.push(cursor.event_time()?);
-            match cursor.peek()? {
-                b',' => cursor.pos += 1,
-                b']' => {
-                    cursor.pos += 1;
-                    break;
-                }
-                _ => return None,
-            }
-        }
-    }
-    cursor.eat(b'}')?;
-    cursor.skip_whitespace();
-    (cursor.pos == text.len()).then_some(times)
+    each_event(body, Cursor::event_time)
 }
 
 impl Cursor<'_> {
