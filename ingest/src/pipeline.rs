@@ -80,6 +80,8 @@ pub enum IngestError {
     Encode(String),
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    #[error("the write-ahead log still holds records logged before the purge; will retry")]
+    LogNotPurged,
 }
 
 /// The outcome of a collector request.
@@ -466,12 +468,27 @@ impl Ingestor {
     /// sessions' batches are dropped on the way, see [`Ingestor::flush`]), the open segment is
     /// closed, and every closed segment is deleted. An erasure calls this, so that no byte of
     /// the erased session stays in the log.
+    ///
+    /// Fails, leaving the erasure to retry, when a segment holding a record logged before the
+    /// call survives truncation (a consumer could not catch up, or a file could not be deleted):
+    /// an erasure must not report success while its bytes may still be on disk.
     pub async fn purge_log(&self) -> Result<(), IngestError> {
         self.make_visible().await?;
+        let logged_before = self.inner.wal.last_lsn();
         self.inner.wal.roll_now().await?;
         // Records logged between the first pass and the roll sit in the closed segment too.
         self.make_visible().await?;
-        self.truncate_log().await;
+        let through = self.consumed_through();
+        let wal = self.inner.wal.clone();
+        let retained = tokio::task::spawn_blocking(move || {
+            wal.truncate_through(through)?;
+            wal.retains_through(logged_before)
+        })
+        .await?
+        .map_err(Arc::new)?;
+        if retained {
+            return Err(IngestError::LogNotPurged);
+        }
         Ok(())
     }
 
@@ -682,11 +699,7 @@ impl Ingestor {
     /// Deletes the log segments both consumers are past. File deletion and directory syncs can
     /// take milliseconds on a busy disk, so they run on a blocking thread, not a runtime worker.
     async fn truncate_log(&self) {
-        let through = self
-            .inner
-            .stats_watermark
-            .load(Ordering::Acquire)
-            .min(self.inner.lake_watermark.load(Ordering::Acquire));
+        let through = self.consumed_through();
         let wal = self.inner.wal.clone();
         match tokio::task::spawn_blocking(move || wal.truncate_through(through)).await {
             Ok(Ok(_)) => {}
@@ -695,6 +708,14 @@ impl Ingestor {
             }
             Err(error) => tracing::warn!(%error, "write-ahead log truncation task failed"),
         }
+    }
+
+    /// The log position both consumers (statistics and lake) are past.
+    fn consumed_through(&self) -> u64 {
+        self.inner
+            .stats_watermark
+            .load(Ordering::Acquire)
+            .min(self.inner.lake_watermark.load(Ordering::Acquire))
     }
 
     /// The tombstones of the given surveys, `None` when none of them has any (the usual case).

@@ -307,6 +307,16 @@ impl Wal {
     }
 }
 
+impl Wal {
+    /// Whether a closed segment still holds a record numbered `lsn` or lower (truncation kept
+    /// it because a consumer is behind). The open segment is not counted.
+    pub fn retains_through(&self, lsn: u64) -> Result<bool, WalError> {
+        let segments = list_segments(&self.shared.dir)?;
+        let closed = &segments[..segments.len().saturating_sub(1)];
+        Ok(closed.iter().any(|(first, _)| *first <= lsn))
+    }
+}
+
 /// When the log is empty (a fresh start or everything truncated), numbering continues after the
 /// highest segment name so sequence numbers never repeat.
 fn first_lsn_floor(dir: &Path) -> u64 {
@@ -645,6 +655,35 @@ mod tests {
                 .extend(records.iter().map(|r| r.lsn));
         });
         (sink, seen)
+    }
+
+    #[tokio::test]
+    async fn a_closed_segment_is_retained_until_truncation_passes_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (sink, _) = collecting_sink();
+        let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+        for i in 0..3 {
+            wal.append(append(&format!("id{i}"), "{\"events\":[]}"))
+                .await
+                .expect("append");
+        }
+        let rolled_at = wal.last_lsn();
+        assert!(
+            !wal.retains_through(rolled_at).expect("list"),
+            "open segment only"
+        );
+        wal.roll_now().await.expect("roll");
+        wal.append(append("after", "{\"events\":[]}"))
+            .await
+            .expect("append");
+        assert!(wal.retains_through(rolled_at).expect("list"));
+        wal.truncate_through(rolled_at - 1).expect("truncate");
+        assert!(
+            wal.retains_through(rolled_at).expect("list"),
+            "a consumer is behind"
+        );
+        wal.truncate_through(rolled_at).expect("truncate");
+        assert!(!wal.retains_through(rolled_at).expect("list"));
     }
 
     #[tokio::test]
