@@ -187,36 +187,36 @@ impl EventsBatchBuilder {
         self.session_id.append_values(session_id, count);
         self.reference.append_options(reference, count);
         self.received_at.append_value_n(received_at, count);
-        primitive(&mut self.event_time, rows, |row| row.event_time);
+        nullable(&mut self.event_time, rows, |row| row.event_time);
         dictionary_runs(&mut self.event_type, rows, |row| row.event_type.as_deref());
-        primitive(&mut self.x, rows, |row| row.data.x);
-        primitive(&mut self.y, rows, |row| row.data.y);
+        nullable(&mut self.x, rows, |row| row.data.x);
+        nullable(&mut self.y, rows, |row| row.data.y);
         dictionary_runs(&mut self.pointer_type, rows, |row| {
             row.data.pointer_type.as_deref()
         });
-        boolean(&mut self.trusted, rows, |row| row.data.trusted);
-        primitive(&mut self.button, rows, |row| row.data.button);
+        nullable(&mut self.trusted, rows, |row| row.data.trusted);
+        nullable(&mut self.button, rows, |row| row.data.button);
         dictionary_runs(&mut self.target, rows, |row| row.data.target.as_deref());
         dictionary_runs(&mut self.key_class, rows, |row| {
             row.data.key_class.as_deref()
         });
-        boolean(&mut self.repeat, rows, |row| row.data.repeat);
-        primitive(&mut self.hold_ms, rows, |row| row.data.hold_ms);
-        primitive(&mut self.flight_ms, rows, |row| row.data.flight_ms);
+        nullable(&mut self.repeat, rows, |row| row.data.repeat);
+        nullable(&mut self.hold_ms, rows, |row| row.data.hold_ms);
+        nullable(&mut self.flight_ms, rows, |row| row.data.flight_ms);
         dictionary_runs(&mut self.input_type, rows, |row| {
             row.data.input_type.as_deref()
         });
-        primitive(&mut self.length_delta, rows, |row| row.data.length_delta);
-        primitive(&mut self.field, rows, |row| row.data.field);
-        primitive(&mut self.length, rows, |row| row.data.length);
-        primitive(&mut self.dx, rows, |row| row.data.dx);
-        primitive(&mut self.dy, rows, |row| row.data.dy);
-        primitive(&mut self.delta_mode, rows, |row| row.data.delta_mode);
-        primitive(&mut self.force, rows, |row| row.data.force);
-        primitive(&mut self.radius, rows, |row| row.data.radius);
+        nullable(&mut self.length_delta, rows, |row| row.data.length_delta);
+        nullable(&mut self.field, rows, |row| row.data.field);
+        nullable(&mut self.length, rows, |row| row.data.length);
+        nullable(&mut self.dx, rows, |row| row.data.dx);
+        nullable(&mut self.dy, rows, |row| row.data.dy);
+        nullable(&mut self.delta_mode, rows, |row| row.data.delta_mode);
+        nullable(&mut self.force, rows, |row| row.data.force);
+        nullable(&mut self.radius, rows, |row| row.data.radius);
         dictionary_runs(&mut self.state, rows, |row| row.data.state.as_deref());
-        primitive(&mut self.width, rows, |row| row.data.width);
-        primitive(&mut self.height, rows, |row| row.data.height);
+        nullable(&mut self.width, rows, |row| row.data.width);
+        nullable(&mut self.height, rows, |row| row.data.height);
         if rows.iter().all(|row| row.payload.is_none()) {
             self.payload.append_nulls(count);
         } else {
@@ -265,24 +265,35 @@ impl EventsBatchBuilder {
     }
 }
 
-fn primitive<T: ArrowPrimitiveType>(
-    builder: &mut PrimitiveBuilder<T>,
-    rows: &[EventRow<'_>],
-    value: impl Fn(&EventRow<'_>) -> Option<T::Native>,
-) {
-    if rows.iter().all(|row| value(row).is_none()) {
-        builder.append_nulls(rows.len());
-    } else {
-        for row in rows {
-            builder.append_option(value(row));
-        }
+/// The two builder kinds of the typed columns, as [`nullable`] uses them.
+trait NullableBuilder<T> {
+    fn append_option(&mut self, value: Option<T>);
+    fn append_nulls(&mut self, count: usize);
+}
+
+impl<T: ArrowPrimitiveType> NullableBuilder<T::Native> for PrimitiveBuilder<T> {
+    fn append_option(&mut self, value: Option<T::Native>) {
+        PrimitiveBuilder::append_option(self, value);
+    }
+    fn append_nulls(&mut self, count: usize) {
+        PrimitiveBuilder::append_nulls(self, count);
     }
 }
 
-fn boolean(
-    builder: &mut BooleanBuilder,
+impl NullableBuilder<bool> for BooleanBuilder {
+    fn append_option(&mut self, value: Option<bool>) {
+        BooleanBuilder::append_option(self, value);
+    }
+    fn append_nulls(&mut self, count: usize) {
+        BooleanBuilder::append_nulls(self, count);
+    }
+}
+
+/// Appends one typed column of a batch; a column the whole batch leaves null in one call.
+fn nullable<T>(
+    builder: &mut impl NullableBuilder<T>,
     rows: &[EventRow<'_>],
-    value: impl Fn(&EventRow<'_>) -> Option<bool>,
+    value: impl Fn(&EventRow<'_>) -> Option<T>,
 ) {
     if rows.iter().all(|row| value(row).is_none()) {
         builder.append_nulls(rows.len());
