@@ -940,11 +940,11 @@ fn build_event_files(
         if !contains(&record.body, b"session") {
             continue;
         }
-        let Ok(rows) = event_row::decode_batch(&record.body) else {
+        let Ok(events) = event_row::stats_events(&record.body) else {
             continue;
         };
-        for row in rows {
-            if let Some(reference) = row
+        for event in events {
+            if let Some(reference) = event
                 .interview_id
                 .as_deref()
                 .and_then(batch::normalize_reference)
