@@ -56,6 +56,36 @@ CANDIDATE_TERMS = [
 ]
 
 
+# Path-shape features whose human range is an interval, not a side of a threshold: each gets
+# step terms over bins cut at the TRAIN sample's quartiles (a scorecard, as credit scoring uses:
+# every bin's weight is a readable reason such as "curvature_mean in [0.21, 0.43)"). These carry
+# no sign constraint. Left to their one-sided tells, on purpose: timings whose human reference in
+# this harness is synthetic (key holds and flights, time to first interaction) or an artefact of
+# the data sets' tasks (press dwell: DELBOT's presses are circle-drawing drags), and rates,
+# speeds and their derivatives, whose typical values differ between the data sets' recorders
+# (remote-desktop coalescing against browser events). Binning those learned the harness instead
+# of people (docs/evaluation.md, "Choices").
+BINNED_FEATURES = ["speed_cv", "curvature_mean", "straightness", "direction_change_entropy"]
+BINS = 4
+UNBOUNDED = 1e15
+
+
+def binned_terms(rows: list[dict]) -> list[tuple]:
+    terms = []
+    for feature in BINNED_FEATURES:
+        values = np.array([row.get(feature) for row in rows], dtype=float)
+        values = values[np.isfinite(values)]
+        if len(values) < 20:
+            continue
+        edges = sorted(set(float(e) for e in np.quantile(values, np.linspace(0, 1, BINS + 1)[1:-1])))
+        bounds = [-UNBOUNDED] + edges + [UNBOUNDED]
+        for low, high in zip(bounds, bounds[1:]):
+            # Half-open [low, high): the largest float below the next edge closes the bin.
+            top = high if high == UNBOUNDED else float(np.nextafter(high, -np.inf))
+            terms.append((feature, t("within", low=low, high=top), 0))
+    return terms
+
+
 def transform(spec: dict, value) -> float:
     """`Transform::apply` of scorer/src/model.rs; unmeasured values contribute nothing."""
     if value is None or not math.isfinite(value):
@@ -130,19 +160,20 @@ def fit_model(samples: list[tuple[dict, dict]], version: str, l2: float = 2.0) -
     """The model file's JSON for `samples` of (label, features row)."""
     labels = [label for label, _ in samples]
     rows = [row for _, row in samples]
-    x = design(rows)
+    candidates = CANDIDATE_TERMS + binned_terms(rows)
+    x = design(rows, candidates)
     y = np.array([1.0 if label["class"] == "human" else 0.0 for label in labels])
     w = sample_weights(labels)
     # Fit, leave out every term whose weight came out against its direction, refit.
-    kept = list(range(len(CANDIDATE_TERMS)))
+    kept = list(range(len(candidates)))
     while True:
         bias, weights = logistic_fit(x[:, kept], y, w, l2)
-        wrong = [i for i, weight in zip(kept, weights) if weight * CANDIDATE_TERMS[i][2] < 0]
+        wrong = [i for i, weight in zip(kept, weights) if weight * candidates[i][2] < 0]
         if not wrong:
             break
         kept = [i for i in kept if i not in wrong]
     terms = [
-        {"feature": CANDIDATE_TERMS[i][0], "weight": round(float(weight), 3), "transform": CANDIDATE_TERMS[i][1]}
+        {"feature": candidates[i][0], "weight": round(float(weight), 3), "transform": candidates[i][1]}
         for i, weight in zip(kept, weights)
         if abs(weight) >= 0.01
     ]

@@ -125,6 +125,9 @@ def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int
         raise SystemExit(f"{work}/data exists: record into a fresh work directory")
     work.mkdir(parents=True, exist_ok=True)
     subprocess.run(["npm", "ci", "--prefix", str(HERE), "--silent", "--no-audit", "--no-fund"], check=True)
+    (work / "recorded-with.txt").write_text(
+        f"python3 scorer/quality/pipeline.py record --bots {bots_per_generator} "
+        f"--fast-bots {fast_bots} --concurrency {concurrency}")
     server = Server(work)
     try:
         surveys = {}
@@ -228,7 +231,8 @@ def evaluate(work: Path, command: str) -> None:
     features = lake_rows(work, "features", surveys["holdout"]["surveyId"], run)
     train_features = lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"])
     report.write(labels, scores, features, train_features,
-                 json.loads(MODEL_PATH.read_text()), REPO / "docs", command)
+                 json.loads(MODEL_PATH.read_text()), REPO / "docs", command,
+                 (work / "recorded-with.txt").read_text().strip())
 
 
 def main() -> None:
