@@ -9,7 +9,12 @@ use serde::{Deserialize, Serialize};
 use crate::features::Features;
 
 /// The model shipped with the binary; `modelVersion` is its `version`.
-pub const DEFAULT_MODEL_JSON: &str = include_str!("../models/telltale-v1.json");
+pub const DEFAULT_MODEL_JSON: &str = include_str!("../models/telltale-v2.json");
+
+/// The hand-set model that preceded training (weights chosen from what each feature means, no
+/// bias): tests of features and of how tells move a score use it, since its terms are fixed by
+/// design rather than by the latest training data.
+pub const HAND_SET_MODEL_JSON: &str = include_str!("../models/telltale-v1.json");
 
 /// How many reasons a score carries.
 pub const REASONS_PER_SCORE: usize = 3;
@@ -205,16 +210,30 @@ mod tests {
     #[test]
     fn the_built_in_model_loads_and_uses_the_documented_bands() {
         let model = Model::default_model().expect("built-in model");
-        assert_eq!(model.version, "telltale-v1");
+        assert_eq!(model.version, "telltale-v2");
         assert_eq!(model.band(29.99), BAND_AUTOMATION);
         assert_eq!(model.band(30.0), BAND_REVIEW);
         assert_eq!(model.band(69.99), BAND_REVIEW);
         assert_eq!(model.band(70.0), BAND_HUMAN);
+        assert_eq!(
+            (model.bands.review_from, model.bands.human_from),
+            (30.0, 70.0),
+            "training never moves the bands"
+        );
     }
 
     #[test]
-    fn no_evidence_scores_the_middle_of_review() {
+    fn under_the_trained_model_no_evidence_scores_its_bias() {
         let model = Model::default_model().expect("model");
+        let score = model.score(&Features::unmeasured());
+        let expected = (100.0 / (1.0 + (-model.bias).exp()) * 100.0).round() / 100.0;
+        assert_eq!(score.human_score_percent, expected);
+        assert!(score.reasons.is_empty());
+    }
+
+    #[test]
+    fn no_evidence_scores_the_middle_of_review_under_the_hand_set_model() {
+        let model = Model::from_json(HAND_SET_MODEL_JSON).expect("model");
         let score = model.score(&Features::unmeasured());
         assert_eq!(score.human_score_percent, 50.0);
         assert_eq!(score.band, BAND_REVIEW);

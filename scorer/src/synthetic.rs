@@ -325,7 +325,9 @@ mod tests {
         let events = session(behaviour, "s", "r", 1_700_000_000_000, 4, seed);
         let trace = to_trace(&events);
         let features = features::compute(&trace);
-        Model::default_model().expect("model").score(&features)
+        Model::from_json(crate::model::HAND_SET_MODEL_JSON)
+            .expect("model")
+            .score(&features)
     }
 
     #[test]
@@ -361,7 +363,7 @@ mod tests {
     }
 
     fn band_of(trace: &SessionTrace) -> &'static str {
-        Model::default_model()
+        Model::from_json(crate::model::HAND_SET_MODEL_JSON)
             .expect("model")
             .score(&features::compute(trace))
             .band

@@ -105,7 +105,7 @@ async fn the_demo_survey_runs_the_embed_for_its_tracking_key() {
 /// The server-side example in docs/examples runs as written against the real service.
 #[tokio::test]
 async fn the_integration_example_provisions_scores_and_looks_up() {
-    let server = TestServer::start().await;
+    let server = TestServer::start_with(&["--model", crate::scoring::HAND_SET_MODEL]).await;
     let key = server.key().to_owned();
     let survey = server.provision_ok(&key, "example-survey", "Example").await;
     let reference = crate::harness::new_uuid();

@@ -14,6 +14,7 @@ mod embed;
 mod lake;
 mod lookup;
 mod provisioning;
+mod quality;
 mod rate_limit;
 mod routes;
 mod scoring;

@@ -39,6 +39,14 @@ async fn post_session(
     (reference, events.len())
 }
 
+/// The hand-set model file. Tests that assert the bands of the suite's synthetic sessions
+/// (`scorer::synthetic`) score with it: they check how runs work, and its terms are fixed by
+/// design. The trained default's quality is measured on real data in docs/evaluation.md.
+pub(crate) const HAND_SET_MODEL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/scorer/models/telltale-v1.json"
+);
+
 fn runs_path(survey_id: &str) -> String {
     format!("/integrations/v1/surveys/{survey_id}/scoring-runs")
 }
@@ -140,7 +148,13 @@ fn assert_run_shape(run: &Value, optional: &[&str]) {
 
 #[tokio::test]
 async fn a_run_scores_every_session_and_lookup_reports_the_scores() {
-    let mut server = TestServer::start_with(&["--api-rate-per-minute", NO_API_LIMIT]).await;
+    let mut server = TestServer::start_with(&[
+        "--api-rate-per-minute",
+        NO_API_LIMIT,
+        "--model",
+        HAND_SET_MODEL,
+    ])
+    .await;
     let key = server.key().to_owned();
     let survey = server
         .provision_ok(&key, "scoring-lifecycle", "Lifecycle")
@@ -455,6 +469,8 @@ async fn a_run_interrupted_by_sigkill_finishes_after_restart() {
     let mut server = TestServer::start_with(&[
         "--api-rate-per-minute",
         NO_API_LIMIT,
+        "--model",
+        HAND_SET_MODEL,
         "--scoring-chunk-sessions",
         "1",
         "--scoring-pause-ms",
