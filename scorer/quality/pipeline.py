@@ -36,7 +36,6 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 import humans  # noqa: E402
-import model as fit  # noqa: E402
 
 DATASETS = Path(os.environ.get("TELLTALE_DATASETS", REPO.parent / "shared" / "datasets"))
 GENERATORS = ["naive", "stealth", "humanized", "replay", "agent"]
@@ -205,6 +204,8 @@ def lake_rows(work: Path, table: str, survey_id: str, run_id: str) -> list[dict]
 
 
 def train(work: Path) -> None:
+    import model as fit
+
     surveys = json.loads((work / "surveys.json").read_text())
     runs = json.loads((work / "feature-runs.json").read_text())
     labels = load_labels(work)
@@ -235,6 +236,23 @@ def evaluate(work: Path, command: str) -> None:
                  (work / "recorded-with.txt").read_text().strip())
 
 
+def ensure_python_packages() -> None:
+    """Installs what the harness imports (numpy, matplotlib, duckdb) when missing."""
+    missing = []
+    for module in ("numpy", "matplotlib", "duckdb"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if not missing:
+        return
+    log(f"installing {', '.join(missing)} with pip")
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *missing]
+    if subprocess.run(command).returncode != 0:
+        # Debian's Python refuses system-wide installs (PEP 668) unless told otherwise.
+        subprocess.run(command + ["--break-system-packages"], check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=["all", "record", "train", "evaluate"])
@@ -245,6 +263,7 @@ def main() -> None:
                         help="sessions per split of each scripted generator (naive, stealth)")
     parser.add_argument("--concurrency", type=int, default=4, help="browser sessions at once")
     args = parser.parse_args()
+    ensure_python_packages()
     command = "python3 scorer/quality/pipeline.py " + " ".join(sys.argv[1:])
     if args.step in ("all", "record"):
         record(args.work, args.bots, args.fast_bots, args.concurrency)
