@@ -27,9 +27,6 @@ def t(kind: str, **params) -> dict:
 # reason that reads backwards (e.g. "pasting is human" because this harness's agents insert
 # text without a paste event).
 CANDIDATE_TERMS = [
-    ("webdriver", t("indicator"), -1),
-    ("headless_user_agent", t("indicator"), -1),
-    ("impossible_screen", t("indicator"), -1),
     ("missing_session_event", t("indicator"), -1),
     ("untrusted_fraction", t("above", **{"from": 0.0, "scale": 0.1, "max": 3.0}), -1),
     ("clicks_without_approach", t("above", **{"from": 0.0, "scale": 0.5, "max": 2.0}), -1),
@@ -56,6 +53,16 @@ CANDIDATE_TERMS = [
 ]
 
 
+# Hard environment tells keep the hand-set weights of v1 and are not fitted: in TRAIN every
+# session with one is also a scripted fill that other terms already condemn, so a fit would give
+# them almost no weight, and a bot that fakes a human path with the automation flag still set
+# would pass.
+FIXED_TERMS = [
+    ("webdriver", t("indicator"), -8.0),
+    ("headless_user_agent", t("indicator"), -6.0),
+    ("impossible_screen", t("indicator"), -2.0),
+]
+
 # Path-shape features whose human range is an interval, not a side of a threshold: each gets
 # step terms over bins cut at the TRAIN sample's quartiles (a scorecard, as credit scoring uses:
 # every bin's weight is a readable reason such as "curvature_mean in [0.21, 0.43)"). These carry
@@ -67,7 +74,6 @@ CANDIDATE_TERMS = [
 # of people (docs/evaluation.md, "Choices").
 BINNED_FEATURES = ["speed_cv", "curvature_mean", "straightness", "direction_change_entropy"]
 BINS = 4
-UNBOUNDED = 1e15
 
 
 def binned_terms(rows: list[dict]) -> list[tuple]:
@@ -77,12 +83,17 @@ def binned_terms(rows: list[dict]) -> list[tuple]:
         values = values[np.isfinite(values)]
         if len(values) < 20:
             continue
-        edges = sorted(set(float(e) for e in np.quantile(values, np.linspace(0, 1, BINS + 1)[1:-1])))
-        bounds = [-UNBOUNDED] + edges + [UNBOUNDED]
+        # Six significant digits: readable, and parsed to the same double by Rust and Python.
+        quantiles = np.quantile(values, np.linspace(0, 1, BINS + 1)[1:-1])
+        edges = sorted(set(float(f"{e:.6g}") for e in quantiles))
+        bounds = [None] + edges + [None]
         for low, high in zip(bounds, bounds[1:]):
-            # Half-open [low, high): the largest float below the next edge closes the bin.
-            top = high if high == UNBOUNDED else float(np.nextafter(high, -np.inf))
-            terms.append((feature, t("within", low=low, high=top), 0))
+            spec = {"kind": "bin"}
+            if low is not None:
+                spec["low"] = low
+            if high is not None:
+                spec["high"] = high
+            terms.append((feature, spec, 0))
     return terms
 
 
@@ -101,6 +112,10 @@ def transform(spec: dict, value) -> float:
         return 1.0 if spec["low"] <= value <= spec["high"] else 0.0
     if kind == "log":
         return min(math.log10(1.0 + max(value, 0.0)) / spec["scale"], spec["max"])
+    if kind == "bin":
+        above_low = "low" not in spec or value >= spec["low"]
+        below_high = "high" not in spec or value < spec["high"]
+        return 1.0 if above_low and below_high else 0.0
     raise ValueError(f"unknown transform {kind}")
 
 
@@ -109,7 +124,9 @@ def score(model: dict, features: dict) -> float:
     z = model["bias"]
     for term in model["terms"]:
         z += term["weight"] * transform(term["transform"], features.get(term["feature"]))
-    return round(100.0 / (1.0 + math.exp(-z)) * 100.0) / 100.0
+    # Rust's f64::round rounds halves away from zero; Python's round() to even. Scores are
+    # positive, so floor(x + 0.5) is Rust's rule.
+    return math.floor(100.0 / (1.0 + math.exp(-z)) * 100.0 + 0.5) / 100.0
 
 
 def band(percent: float, bands: dict = BANDS) -> str:
@@ -138,15 +155,18 @@ def sample_weights(labels: list[dict]) -> np.ndarray:
     return np.array(weights) * len(labels)
 
 
-def logistic_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
-    """Weighted L2-penalised logistic regression by Newton's method (the bias is not penalised)."""
+def logistic_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float,
+                 offset: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """Weighted L2-penalised logistic regression by Newton's method (the bias is not penalised);
+    `offset` is each sample's fixed contribution (terms whose weights are not fitted)."""
     n, k = x.shape
+    offset = np.zeros(n) if offset is None else offset
     a = np.hstack([np.ones((n, 1)), x])
     beta = np.zeros(k + 1)
     penalty = np.full(k + 1, l2)
     penalty[0] = 0.0
     for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-np.clip(a @ beta, -30, 30)))
+        p = 1.0 / (1.0 + np.exp(-np.clip(a @ beta + offset, -30, 30)))
         gradient = a.T @ (w * (p - y)) + penalty * beta
         hessian = (a * (w * p * (1 - p))[:, None]).T @ a + np.diag(penalty + 1e-9)
         step = np.linalg.solve(hessian, gradient)
@@ -162,17 +182,20 @@ def fit_model(samples: list[tuple[dict, dict]], version: str, l2: float = 2.0) -
     rows = [row for _, row in samples]
     candidates = CANDIDATE_TERMS + binned_terms(rows)
     x = design(rows, candidates)
+    fixed = [(feature, spec, 0) for feature, spec, _ in FIXED_TERMS]
+    offset = design(rows, fixed) @ np.array([weight for _, _, weight in FIXED_TERMS])
     y = np.array([1.0 if label["class"] == "human" else 0.0 for label in labels])
     w = sample_weights(labels)
     # Fit, leave out every term whose weight came out against its direction, refit.
     kept = list(range(len(candidates)))
     while True:
-        bias, weights = logistic_fit(x[:, kept], y, w, l2)
+        bias, weights = logistic_fit(x[:, kept], y, w, l2, offset)
         wrong = [i for i, weight in zip(kept, weights) if weight * candidates[i][2] < 0]
         if not wrong:
             break
         kept = [i for i in kept if i not in wrong]
-    terms = [
+    terms = [{"feature": feature, "weight": weight, "transform": spec} for feature, spec, weight in FIXED_TERMS]
+    terms += [
         {"feature": candidates[i][0], "weight": round(float(weight), 3), "transform": candidates[i][1]}
         for i, weight in zip(kept, weights)
         if abs(weight) >= 0.01
@@ -182,7 +205,8 @@ def fit_model(samples: list[tuple[dict, dict]], version: str, l2: float = 2.0) -
     humans = sum(label["class"] == "human" for label in labels)
     generators = sorted({label["generator"] for label in labels if label["class"] == "bot"})
     model["description"] = (
-        f"Weights fitted by scorer/quality/pipeline.py (weighted L2 logistic regression, l2={l2}) on "
+        "Environment tells keep v1's hand-set weights; the other weights are fitted by "
+        f"scorer/quality/pipeline.py (weighted L2 logistic regression, l2={l2}) on "
         f"{humans} TRAIN human sessions (DELBOT-Mouse and Balabit traces with synthetic key and "
         f"scroll rhythms) and {len(labels) - humans} bot sessions of the generators "
         f"{', '.join(generators)}; bias tuned on TRAIN so that at most 0.5 % of humans fall in "

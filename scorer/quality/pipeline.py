@@ -15,7 +15,11 @@ same work directory (default `~/.cache/telltale-quality`).
    the explainable model's terms (`model.py`) and writes `scorer/models/telltale-v2.json`.
 3. evaluate: restarts the server with that model file, scores the HOLDOUT survey with it (so the
    report's scores are the product's own), reads them from the lake and writes the report with
-   its plots. HOLDOUT is read by this step only.
+   its plots. `record` sends the HOLDOUT sessions to their own survey; `train` and `cv` never
+   read that survey, and `evaluate` is the only step that reads its features and scores.
+
+`cv` (not part of `all`) is the tool for choosing the model's candidate terms: a 3-fold
+cross-validation on the TRAIN survey alone, per class.
 """
 
 from __future__ import annotations
@@ -217,6 +221,40 @@ def train(work: Path) -> None:
     log(f"wrote {MODEL_PATH.relative_to(REPO)}")
 
 
+def cross_validate(work: Path, folds: int = 3) -> None:
+    """TRAIN-only cross-validation, sessions split by a hash of their reference."""
+    import hashlib
+
+    import numpy as np
+
+    import model as fit
+    import report
+
+    surveys = json.loads((work / "surveys.json").read_text())
+    runs = json.loads((work / "feature-runs.json").read_text())
+    labels = load_labels(work)
+    rows = lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"])
+    samples = [(labels[row["reference"]], row) for row in rows if row["reference"] in labels]
+
+    def fold(label):
+        return int(hashlib.sha1(label["reference"].encode()).hexdigest(), 16) % folds
+
+    scores: dict[str, list[float]] = {}
+    for k in range(folds):
+        model = fit.fit_model([s for s in samples if fold(s[0]) != k], version="cv")
+        for label, row in samples:
+            if fold(label) == k:
+                scores.setdefault(label["generator"], []).append(fit.score(model, row))
+    humans = np.array(scores["human"])
+    print(f"TRAIN {folds}-fold: humans automation-like {np.mean(humans < 30):.3f}, "
+          f"human-like {np.mean(humans >= 70):.3f} (n={len(humans)})")
+    for generator in GENERATORS:
+        bots = np.array(scores.get(generator, []))
+        if len(bots):
+            print(f"  {generator}: AUC {report.auc(bots, humans):.3f}, automation-like "
+                  f"{np.mean(bots < 30):.3f}, human-like {np.mean(bots >= 70):.3f} (n={len(bots)})")
+
+
 def evaluate(work: Path, command: str) -> None:
     import report
 
@@ -255,7 +293,7 @@ def ensure_python_packages() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["all", "record", "train", "evaluate"])
+    parser.add_argument("step", choices=["all", "record", "train", "evaluate", "cv"])
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "telltale-quality")
     parser.add_argument("--bots", type=int, default=40,
                         help="sessions per split of each paced generator (humanized, replay, agent)")
@@ -269,6 +307,8 @@ def main() -> None:
         record(args.work, args.bots, args.fast_bots, args.concurrency)
     if args.step in ("all", "train"):
         train(args.work)
+    if args.step == "cv":
+        cross_validate(args.work)
     if args.step in ("all", "evaluate"):
         evaluate(args.work, command)
 

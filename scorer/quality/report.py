@@ -108,14 +108,16 @@ def ci(point: float, low: float, high: float, percent: bool = True) -> str:
 
 
 def describe(spec: dict) -> str:
-    """A transform as a reader would write it; scorecard bins as half-open intervals."""
+    """A transform as a reader would write it; scorecard bins are half-open intervals."""
     kind = spec["kind"]
     if kind == "indicator":
         return "indicator (0 or 1)"
     if kind == "within":
-        low = "-inf" if spec["low"] <= -fit.UNBOUNDED else f"{spec['low']:.4g}"
-        high = "+inf" if spec["high"] >= fit.UNBOUNDED else f"{spec['high']:.4g}"
-        return f"1 if in [{low}, {high}]"
+        return f"1 if in [{spec['low']:g}, {spec['high']:g}]"
+    if kind == "bin":
+        low = f"{spec['low']:.6g}" if "low" in spec else "-inf"
+        high = f"{spec['high']:.6g}" if "high" in spec else "+inf"
+        return f"1 if in [{low}, {high})"
     if kind == "log":
         return f"min(log10(1 + v) / {spec['scale']:g}, {spec['max']:g})"
     side = "v - " + f"{spec['from']:g}" if kind == "above" else f"{spec['from']:g} - v"
@@ -238,7 +240,11 @@ def write(labels, scores, features, train_features, model, docs: Path, command: 
 
     add("## Acceptance figures")
     add("")
-    add("| figure | target | HOLDOUT value [95 % interval] | met |")
+    add("`met` compares the point estimate with the target. With 100 sessions a share of 100 % "
+        "has a Wilson lower bound of 96.3 %, with 40 sessions 91.2 %: these sample sizes can show "
+        "a target met, not prove it at 95 % confidence.")
+    add("")
+    add("| figure | target | HOLDOUT value [95 % interval] | met (point estimate) |")
     add("|---|---|---|---|")
     h_auto = sample.interval(human_share(lambda b: b == "automation-like"))
     h_human = sample.interval(human_share(lambda b: b == "human-like"))
@@ -310,6 +316,16 @@ def write(labels, scores, features, train_features, model, docs: Path, command: 
             f"{pct(not_human / len(values))} [{100 * l2:.1f}, {100 * h2:.1f}] |")
     add("")
 
+    unseen = [p for label, p in rows if label["cluster"] in ("balabit/user29", "balabit/user35")]
+    if unseen:
+        low_hits = sum(fit.band(p) == "automation-like" for p in unseen)
+        human_hits = sum(fit.band(p) == "human-like" for p in unseen)
+        add(f"The only people no TRAIN session comes from (Balabit user29 and user35, "
+            f"{len(unseen)} sessions): automation-like {pct(low_hits / len(unseen))}, human-like "
+            f"{pct(human_hits / len(unseen))}. Every other HOLDOUT person or device also has TRAIN "
+            "sessions (the split is by file).")
+        add("")
+
     add("## Score histograms per class")
     add("")
     for path in plots(rows, docs / "evaluation"):
@@ -321,8 +337,9 @@ def write(labels, scores, features, train_features, model, docs: Path, command: 
     add("")
     add("For each bot family: the same fitting procedure on TRAIN without that family, then that "
         "family's HOLDOUT sessions against the HOLDOUT humans (scored by `model.py`, the replica of "
-        "the Rust formula that this script checks against every server score above). How well the "
-        "model would do against a kind of automation it never saw.")
+        "the Rust formula that this script checks against every server score above). Compared with "
+        "the per-class table above, each row shows what the model loses against a kind of "
+        "automation it never saw.")
     add("")
     add("| left out | ROC AUC | TPR at 1 % FPR | TPR at 5 % FPR | automation-like | not human-like | sessions |")
     add("|---|---|---|---|---|---|---|")
@@ -387,8 +404,13 @@ into the repository:
   and mean key-press duration from N(116.25 ms, 23.88); the per-keystroke spread around them
   (lognormal, log-sigma 0.45 and 0.25), 3 % backspaces, capitals with Shift and 5 % of answers
   pasted with Ctrl+V are this project's assumptions.
-- *Scrolling and focus* for DELBOT sessions: wheel notches of 100 px in bursts (lognormal
-  intervals, median 60 ms) and a tab switch in 15 % of sessions: assumptions, not measurements.
+- *Scrolling, focus and leaving* for every session (Balabit sessions keep their recorded
+  wheel notches too): wheel notches of 100 px in bursts (lognormal intervals, median 60 ms), a
+  tab switch in 15 % of sessions, and the `visibility`/`pagehide` pair a page sends when it is
+  left. These are this project's assumptions, not a published distribution: the issue asks for
+  published scrolling rhythms, and none was used.
+- *Think pauses* before the first pointer stroke and between strokes (lognormal, medians 1.5 s
+  and 1.2 s): assumptions.
 - Every session gets a `session` event of an ordinary Chrome (desktop, or Android for the phone
   folder) with `webdriver: false`.
 
@@ -408,8 +430,9 @@ to the real collector:
   touchpad folders) replayed with its own timing (5 % time jitter, 0.5 px noise), translated to
   end on the target; text typed with a fixed per-session delay of 80-160 ms.
 - *agent*: stealth environment; a think pause of 1-3 s before every action, clicks at the exact
-  centre of each element with no movement in between (one jump to the target), answers pasted
-  (`insertText`) or typed in a burst (5-25 ms per key).
+  centre of each element with no movement in between (one jump to the target) and no dwell,
+  answers inserted whole with `insertText` (no key press and no paste event, as an agent's
+  "type this text" tool does) or typed in a burst (5-25 ms per key).
 
 **Choices.** Terms of the model whose TRAIN fit learned the harness rather than people were
 taken out of the candidate list before this report was generated (seen in cross-validation on
@@ -420,11 +443,25 @@ accelerations and jerks learned the recorders' sampling (remote desktop against 
 remain as one-sided tells (a press under 40 ms, machine-regular keys, bursts over 150 events/s)
 where they mean the same on any recorder.
 
+**Readings of HOLDOUT.** HOLDOUT was read twice. The first reading (2026-11-23 07:04 UTC) scored
+the first fit of v2: humans 0.2 % automation-like and 91.1 % human-like, naive, stealth and agent
+100 % caught, humanized AUC 0.982 [0.970, 0.992]. A review then found two defects unrelated to
+those numbers, fixed before the second reading, which this page reports:
+- the environment tells had been fitted to almost nothing (-0.15), since every TRAIN session with
+  one is also caught by other terms; they now keep v1's fixed weights;
+- the scorecard's bin edges were written as closed intervals one double apart, which Rust could
+  parse onto each other; they are now the half-open `bin` transform.
+Nothing else changed, and no term or threshold was chosen from HOLDOUT figures.
+
 **What this cannot tell.** The test suite's invented "people" (`scorer::synthetic`, a
 hand-written generator, not data) score `automation-like` under v2: their pointer speed and
 curvature fall in bins that in TRAIN only bots occupied. That shows how narrow the human side
 is: v2 has learned the path shapes of DELBOT's and Balabit's people, and a real respondent who
-moves differently may score lower than these figures suggest. The leave-one-generator-out table
+moves differently may score lower than these figures suggest. One bin is an artefact of that
+kind: paths that close on themselves (`straightness` below about 0.07) raise the score, because
+DELBOT's people drew circles, and the highest straightness bin lowers it for a person who moves
+straight to a target. Both stay in this version because the report had already been read when
+they were noticed; dropping `straightness` from the bins is the next model's first change. The leave-one-generator-out table
 says the same from the other side: against humanized automation it never saw, the model
 separates far less well.
 

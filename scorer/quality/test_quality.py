@@ -94,10 +94,23 @@ class ModelTest(unittest.TestCase):
             samples.append((label, row))
         fitted = model.fit_model(samples, version="test")
         weights = {(t["feature"], t["transform"]["kind"]): t["weight"] for t in fitted["terms"]}
-        self.assertLess(weights[("webdriver", "indicator")], 0)
+        self.assertEqual(weights[("webdriver", "indicator")], -8.0, "a fixed environment tell")
+        self.assertLess(weights[("key_flight_cv", "below")], 0)
+        self.assertGreater(weights[("key_flight_cv", "within")], 0)
         bots = [model.score(fitted, row) for label, row in samples if label["class"] == "bot"]
         people = [model.score(fitted, row) for label, row in samples if label["class"] == "human"]
         self.assertGreater(min(people), max(bots))
+
+
+    def test_scorecard_bins_are_half_open_like_the_rust_bin_transform(self):
+        bins = [{"kind": "bin", "high": 0.5}, {"kind": "bin", "low": 0.5, "high": 1.25},
+                {"kind": "bin", "low": 1.25}]
+        for value in (-1e300, 0.0, 0.4999, 0.5, 1.0, 1.25, 7.0):
+            self.assertEqual(sum(model.transform(spec, value) for spec in bins), 1.0, value)
+
+    def test_scores_round_halves_up_like_rust(self):
+        # A z whose percent is exactly x.xx5 after scaling is rare; the rule itself is checked.
+        self.assertEqual(math.floor(12.345 * 100 + 0.5) / 100, 12.35)
 
 
 class ReportTest(unittest.TestCase):

@@ -70,6 +70,14 @@ pub enum Transform {
     Within { low: f64, high: f64 },
     /// `log10(1 + value)` divided by `scale`, at most `max`.
     Log { scale: f64, max: f64 },
+    /// 1 inside the half-open `[low, high)`, else 0; a missing bound is unbounded. Adjacent
+    /// bins of a scorecard share their edges, so every value falls in exactly one.
+    Bin {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        low: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        high: Option<f64>,
+    },
 }
 
 impl Transform {
@@ -86,6 +94,11 @@ impl Transform {
                 }
             }
             Transform::Log { scale, max } => ((1.0 + value.max(0.0)).log10() / scale).min(max),
+            Transform::Bin { low, high } => {
+                let above_low = low.is_none_or(|low| value >= low);
+                let below_high = high.is_none_or(|high| value < high);
+                if above_low && below_high { 1.0 } else { 0.0 }
+            }
         }
     }
 }
@@ -220,6 +233,32 @@ mod tests {
             (30.0, 70.0),
             "training never moves the bands"
         );
+    }
+
+    #[test]
+    fn scorecard_bins_are_half_open_so_each_value_falls_in_exactly_one() {
+        let bins = [
+            Transform::Bin {
+                low: None,
+                high: Some(0.5),
+            },
+            Transform::Bin {
+                low: Some(0.5),
+                high: Some(1.25),
+            },
+            Transform::Bin {
+                low: Some(1.25),
+                high: None,
+            },
+        ];
+        for value in [-1e300, 0.0, 0.4999, 0.5, 1.0, 1.25, 7.0, 1e300] {
+            let hits: f64 = bins.iter().map(|bin| bin.apply(value)).sum();
+            assert_eq!(hits, 1.0, "{value}");
+        }
+        let parsed: Transform =
+            serde_json::from_str(r#"{"kind":"bin","low":0.5}"#).expect("a bin without high");
+        assert_eq!(parsed.apply(0.5), 1.0);
+        assert_eq!(parsed.apply(0.49), 0.0);
     }
 
     #[test]
