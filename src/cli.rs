@@ -40,7 +40,8 @@ pub struct StorageArgs {
     #[arg(long, env = "TELLTALE_CATALOG_URL", global = true)]
     pub catalog: Option<String>,
 
-    /// Lake URL (`file:///path` or a folder); default `<data-dir>/lake`.
+    /// Lake URL: a folder, `file:///path`, or `s3://bucket[/prefix]` (endpoint, region and
+    /// credentials from the AWS environment variables); default `<data-dir>/lake`.
     #[arg(long, env = "TELLTALE_LAKE_URL", global = true)]
     pub lake: Option<String>,
 }

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -15,7 +16,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 pub enum LakeError {
     #[error("lake storage error: {0}")]
     Store(#[from] object_store::Error),
-    #[error("unsupported lake url {0:?} (expected file:///path or a folder)")]
+    #[error("unsupported lake url {0:?} (expected s3://bucket[/prefix], file:///path or a folder)")]
     UnsupportedUrl(String),
     #[error("lake i/o error: {0}")]
     Io(#[from] std::io::Error),
@@ -25,14 +26,19 @@ pub enum LakeError {
 #[derive(Debug, Clone)]
 pub struct Lake {
     store: Arc<dyn ObjectStore>,
-    /// Set for a local folder, whose writes are not durable until fsync'd.
+    /// Set for a local folder, whose writes are not durable until fsync'd; `None` for S3.
     local_root: Option<PathBuf>,
 }
 
 impl Lake {
     /// Opens the lake a URL names. `file:///path` or a plain path is a local folder, created
-    /// when missing.
+    /// when missing. `s3://bucket[/prefix]` is an S3-compatible bucket; endpoint, region and
+    /// credentials come from the usual AWS environment variables (`AWS_ENDPOINT`,
+    /// `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`...).
     pub fn open(url: &str) -> Result<Lake, LakeError> {
+        if let Some(rest) = url.strip_prefix("s3://") {
+            return Lake::open_s3(url, rest);
+        }
         let path = match url.strip_prefix("file://") {
             Some(path) => path,
             None if url.contains("://") => return Err(LakeError::UnsupportedUrl(url.to_owned())),
@@ -44,6 +50,29 @@ impl Lake {
         Ok(Lake {
             store: Arc::new(store),
             local_root: Some(root),
+        })
+    }
+
+    fn open_s3(url: &str, bucket_and_prefix: &str) -> Result<Lake, LakeError> {
+        let (bucket, prefix) = bucket_and_prefix
+            .split_once('/')
+            .unwrap_or((bucket_and_prefix, ""));
+        let prefix = prefix.trim_matches('/');
+        if bucket.is_empty() || prefix.split('/').any(|part| part == "..") {
+            return Err(LakeError::UnsupportedUrl(url.to_owned()));
+        }
+        let s3 = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .build()?;
+        // A successful PUT is durable in S3: no local syncs are needed.
+        let store: Arc<dyn ObjectStore> = if prefix.is_empty() {
+            Arc::new(s3)
+        } else {
+            Arc::new(crate::lake_prefix::BucketPrefix::new(s3, prefix))
+        };
+        Ok(Lake {
+            store,
+            local_root: None,
         })
     }
 

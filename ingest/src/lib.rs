@@ -19,6 +19,7 @@ pub mod compaction;
 pub mod event_row;
 pub mod events_file;
 pub mod lake;
+mod lake_prefix;
 pub mod pipeline;
 pub mod rewrite;
 pub mod wal;

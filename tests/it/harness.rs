@@ -80,6 +80,12 @@ impl TestServer {
 
     /// Starts a server with extra `serve` arguments, kept for restarts.
     pub(crate) async fn start_with(extra_args: &[&str]) -> TestServer {
+        TestServer::start_with_env(extra_args, &[]).await
+    }
+
+    /// Starts a server with extra `serve` arguments and environment variables, both kept for
+    /// restarts and the environment also for `cli`.
+    pub(crate) async fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> TestServer {
         let root = tempfile::Builder::new()
             .prefix("telltale-it-")
             .tempdir()
@@ -100,7 +106,10 @@ impl TestServer {
             stdout: Arc::new(Mutex::new(Vec::new())),
             stderr_files: Vec::new(),
             client,
-            env: Vec::new(),
+            env: env
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
         };
         server.spawn().await;
         server
@@ -468,6 +477,7 @@ impl TestServer {
             .args(args)
             .arg("--data-dir")
             .arg(&self.data_dir)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .output()
             .expect("run the telltale command line")

@@ -17,5 +17,6 @@ mod provisioning;
 mod quality;
 mod rate_limit;
 mod routes;
+mod s3_lake;
 mod scoring;
 mod tombstone;

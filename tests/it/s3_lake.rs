@@ -1,0 +1,209 @@
+//! The lake in an S3-compatible bucket (`--lake s3://bucket/prefix`): a real `moto_server`
+//! (PyPI `moto[server]`, `.ci/run` installs it) started by the test, the real binary talking S3 to
+//! it through object_store. Batches flushed, read back by `telltale sql`, scored, and nothing
+//! written to the local folder the embedded default would use.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::harness::{TestServer, batch, new_uuid, now_millis, pointermove, send, session_event};
+
+const BUCKET: &str = "telltale-lake";
+
+/// A moto S3 server on a free port; killed when dropped.
+struct MotoServer {
+    child: Child,
+    endpoint: String,
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_moto() -> MotoServer {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind a free port")
+        .local_addr()
+        .expect("address")
+        .port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto_server (pip install 'moto[server]'; .ci/run does)");
+    let moto = MotoServer {
+        child,
+        endpoint: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // moto accepts unsigned requests: creating the bucket is the readiness probe.
+        if let Ok(response) = client
+            .put(format!("{}/{BUCKET}", moto.endpoint))
+            .send()
+            .await
+            && response.status().is_success()
+        {
+            return moto;
+        }
+        assert!(Instant::now() < deadline, "moto_server did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Keys under `prefix` in the bucket, from S3's ListObjectsV2.
+async fn list_keys(moto: &MotoServer, prefix: &str) -> Vec<String> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let body = client
+        .get(format!(
+            "{}/{BUCKET}?list-type=2&prefix={prefix}",
+            moto.endpoint
+        ))
+        .send()
+        .await
+        .expect("list the bucket")
+        .text()
+        .await
+        .expect("listing body");
+    body.split("<Key>")
+        .skip(1)
+        .filter_map(|rest| rest.split("</Key>").next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_lake_lives_in_an_s3_bucket_when_asked() {
+    let moto = start_moto().await;
+    let env = [
+        ("AWS_ENDPOINT", moto.endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ];
+    let lake_url = format!("s3://{BUCKET}/prod/lake");
+    let mut server = TestServer::start_with_env(&["--lake", &lake_url], &env).await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "s3-survey", "S3").await;
+
+    let references = [new_uuid(), new_uuid()];
+    let start = now_millis() - 60_000;
+    let mut expected = 0;
+    for (index, reference) in references.iter().enumerate() {
+        let mut events = vec![session_event(start, reference, reference)];
+        for step in 0..40 {
+            events.push(pointermove(
+                start + 20 + step * 16,
+                100 + (step as i32) * 3 + index as i32,
+                200 + (step as i32) % 7,
+            ));
+        }
+        expected += events.len();
+        server
+            .collect_ok(
+                &survey.tracking_key,
+                reference,
+                &batch(&events),
+                events.len(),
+            )
+            .await;
+    }
+    // SIGTERM flushes everything buffered into the lake.
+    server.terminate_ok().await;
+
+    let objects = list_keys(&moto, "prod/lake/events/").await;
+    assert!(
+        objects.iter().any(|key| key.starts_with(&format!(
+            "prod/lake/events/survey_id={}/date=",
+            survey.survey_id
+        )) && key.ends_with(".parquet")),
+        "{objects:?}"
+    );
+    assert!(
+        !server.data_dir().join("lake").exists(),
+        "nothing goes to the local folder"
+    );
+
+    // DataFusion reads the bucket through the same store.
+    let csv = server.cli_ok(&[
+        "sql",
+        "--lake",
+        &lake_url,
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM events",
+    ]);
+    assert_eq!(csv.trim(), format!("n\n{expected}"));
+
+    // A scoring run reads events from and writes features and scores to the bucket.
+    server.restart().await;
+    let path = format!("/integrations/v1/surveys/{}/scoring-runs", survey.survey_id);
+    let started = send(
+        server
+            .client()
+            .post(server.url(&path))
+            .bearer_auth(&key)
+            .json(&json!({})),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{}", started.text);
+    let run_id = started.json()["data"]["id"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let run = loop {
+        let run = send(
+            server
+                .client()
+                .get(server.url(&format!("{path}/{run_id}")))
+                .bearer_auth(&key),
+        )
+        .await
+        .json()["data"]
+            .clone();
+        if run["status"] != "running" {
+            break run;
+        }
+        assert!(Instant::now() < deadline, "run still running: {run}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (&run["status"], &run["scored"]),
+        (&json!("completed"), &json!(2)),
+        "{run}"
+    );
+    let scores = list_keys(&moto, "prod/lake/scores/").await;
+    assert!(
+        scores.iter().any(|key| key.ends_with(".parquet")),
+        "{scores:?}"
+    );
+    let rows = server
+        .lookup_rows(&key, &survey.survey_id, &references)
+        .await;
+    for row in &rows {
+        assert!(row["humanScorePercent"].is_number(), "{row}");
+    }
+}
