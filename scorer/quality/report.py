@@ -443,10 +443,10 @@ accelerations and jerks learned the recorders' sampling (remote desktop against 
 remain as one-sided tells (a press under 40 ms, machine-regular keys, bursts over 150 events/s)
 where they mean the same on any recorder.
 
-**Readings of HOLDOUT.** HOLDOUT was read twice. The first reading (2026-11-23 07:04 UTC) scored
-the first fit of v2: humans 0.2 % automation-like and 91.1 % human-like, naive, stealth and agent
+**Readings of HOLDOUT.** HOLDOUT was scored with two fits. The first fit was scored at
+2026-11-23 07:04 UTC (and once more a minute later, only to reformat this page): humans 0.2 % automation-like and 91.1 % human-like, naive, stealth and agent
 100 % caught, humanized AUC 0.982 [0.970, 0.992]. A review then found two defects unrelated to
-those numbers, fixed before the second reading, which this page reports:
+those numbers, fixed before the second fit, which this page reports:
 - the environment tells had been fitted to almost nothing (-0.15), since every TRAIN session with
   one is also caught by other terms; they now keep v1's fixed weights;
 - the scorecard's bin edges were written as closed intervals one double apart, which Rust could
