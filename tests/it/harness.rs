@@ -399,6 +399,42 @@ impl TestServer {
         reply.json()["data"].as_array().expect("data array").clone()
     }
 
+    /// Starts a scoring run on `survey_id` and polls it until it is no longer `running`;
+    /// returns the run as the API last showed it.
+    pub(crate) async fn run_scoring_to_end(&self, key: &str, survey_id: &str) -> Value {
+        let path = format!("/integrations/v1/surveys/{survey_id}/scoring-runs");
+        let started = send(
+            self.client
+                .post(self.url(&path))
+                .bearer_auth(key)
+                .json(&serde_json::json!({})),
+        )
+        .await;
+        assert_eq!(started.status, 202, "{}", started.text);
+        let run_id = started.json()["data"]["id"]
+            .as_str()
+            .expect("run id")
+            .to_owned();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let reply = send(
+                self.client
+                    .get(self.url(&format!("{path}/{run_id}")))
+                    .bearer_auth(key),
+            )
+            .await;
+            let run = reply.json()["data"].clone();
+            if run["status"] != "running" {
+                return run;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run still running: {run}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Polls lookup until every reference's `eventCount` is at least its expected count, or
     /// the deadline passes; returns the last rows either way.
     pub(crate) async fn lookup_until_counts(

@@ -5,11 +5,10 @@
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{TestServer, duckdb_query, send};
+use crate::harness::{TestServer, duckdb_query};
 
 const GENERATORS: [&str; 5] = ["naive", "stealth", "humanized", "replay", "agent"];
 
@@ -81,36 +80,7 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
     }
 
     // Score the survey; the features say what each generator looked like to the scorer.
-    let path = format!("/integrations/v1/surveys/{}/scoring-runs", survey.survey_id);
-    let started = send(
-        server
-            .client()
-            .post(server.url(&path))
-            .bearer_auth(&key)
-            .json(&json!({})),
-    )
-    .await;
-    assert_eq!(started.status, 202, "{}", started.text);
-    let run_id = started.json()["data"]["id"]
-        .as_str()
-        .expect("run id")
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let run = loop {
-        let reply = send(
-            server
-                .client()
-                .get(server.url(&format!("{path}/{run_id}")))
-                .bearer_auth(&key),
-        )
-        .await;
-        let run = reply.json()["data"].clone();
-        if run["status"] != "running" {
-            break run;
-        }
-        assert!(Instant::now() < deadline, "run still running: {run}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let run = server.run_scoring_to_end(&key, &survey.survey_id).await;
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(
         run["scored"], 5,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::harness::{TestServer, batch, new_uuid, now_millis, pointermove, send, session_event};
+use crate::harness::{TestServer, batch, new_uuid, now_millis, pointermove, session_event};
 
 const BUCKET: &str = "telltale-lake";
 
@@ -159,37 +159,7 @@ async fn the_lake_lives_in_an_s3_bucket_when_asked() {
 
     // A scoring run reads events from and writes features and scores to the bucket.
     server.restart().await;
-    let path = format!("/integrations/v1/surveys/{}/scoring-runs", survey.survey_id);
-    let started = send(
-        server
-            .client()
-            .post(server.url(&path))
-            .bearer_auth(&key)
-            .json(&json!({})),
-    )
-    .await;
-    assert_eq!(started.status, 202, "{}", started.text);
-    let run_id = started.json()["data"]["id"]
-        .as_str()
-        .expect("run id")
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let run = loop {
-        let run = send(
-            server
-                .client()
-                .get(server.url(&format!("{path}/{run_id}")))
-                .bearer_auth(&key),
-        )
-        .await
-        .json()["data"]
-            .clone();
-        if run["status"] != "running" {
-            break run;
-        }
-        assert!(Instant::now() < deadline, "run still running: {run}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let run = server.run_scoring_to_end(&key, &survey.survey_id).await;
     assert_eq!(
         (&run["status"], &run["scored"]),
         (&json!("completed"), &json!(2)),
