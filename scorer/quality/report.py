@@ -39,7 +39,7 @@ def auc(bots: np.ndarray, humans: np.ndarray) -> float:
 
 
 def tpr_at_fpr(bots: np.ndarray, humans: np.ndarray, fpr: float) -> float:
-    """Share of bots flagged by the strictest threshold (score below it) that flags at most
+    """Share of bots flagged by the highest threshold (score below it) that still flags at most
     `fpr` of humans."""
     if len(bots) == 0 or len(humans) == 0:
         return float("nan")
@@ -225,10 +225,6 @@ def write(labels, scores, features, train_features, model, docs: Path, command: 
     add("")
 
     # Acceptance figures.
-    def share(generator, predicate):
-        values = sample.humans() if generator == "human" else sample.bot(generator)
-        return float(np.mean([predicate(fit.band(v)) for v in values])) if len(values) else float("nan")
-
     def human_share(predicate):
         return lambda humans, bots: float(np.mean([predicate(fit.band(v)) for v in humans]))
 
