@@ -107,41 +107,10 @@ fn assert_between(value: &Value, from: i64, to: i64) {
     );
 }
 
-/// Scores the survey through the API and waits for the run to end.
+/// Scores the survey through the API and waits for the run to complete.
 async fn score_survey(server: &TestServer, key: &str, survey_id: &str) {
-    let path = format!("/integrations/v1/surveys/{survey_id}/scoring-runs");
-    let reply = send(
-        server
-            .client()
-            .post(server.url(&path))
-            .bearer_auth(key)
-            .header("content-type", "application/json")
-            .body("{}"),
-    )
-    .await;
-    assert_eq!(reply.status, 202, "{}", reply.text);
-    let run_id = reply.json()["data"]["id"]
-        .as_str()
-        .expect("run id")
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let run = send(
-            server
-                .client()
-                .get(server.url(&format!("{path}/{run_id}")))
-                .bearer_auth(key),
-        )
-        .await
-        .json()["data"]
-            .clone();
-        if run["status"] != "running" {
-            assert_eq!(run["status"], "completed", "{run}");
-            return;
-        }
-        assert!(Instant::now() < deadline, "run still running: {run}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let run = server.run_scoring_to_end(key, survey_id).await;
+    assert_eq!(run["status"], "completed", "{run}");
 }
 
 /// Sends `batches` batches of `per_batch` pointer events for an identifier, the first batch
