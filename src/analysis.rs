@@ -47,6 +47,7 @@ pub fn build_scorer(
             chunk_sessions: args.scoring_chunk_sessions.max(1),
             max_events_per_pass: args.scoring_max_events_per_pass.max(1),
             pause_between_chunks: Duration::from_millis(args.scoring_pause_ms),
+            lease: Duration::from_secs(args.scoring_lease_secs.max(1)),
             ..ScoringSettings::default()
         },
         owner,

@@ -96,6 +96,16 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
         format: SqlFormat,
     },
+    /// Flush this data dir's write-ahead log into the lake and the catalog, then exit: run it
+    /// on an instance's data dir after stopping its server and before retiring the machine.
+    ///
+    /// Fails while a server holds the log. Exits 0 only when every record of the log is in the
+    /// lake and the session statistics, after which the data dir can be deleted.
+    Drain {
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Merge small events files into large ones sorted by session (what `serve` does in the
     /// background every `--compaction-interval-secs`).
     Compact {
@@ -195,6 +205,11 @@ pub struct ScoringArgs {
     /// Milliseconds to pause between steps of a run (throttles runs on a busy instance).
     #[arg(long, env = "TELLTALE_SCORING_PAUSE_MS", default_value_t = 0)]
     pub scoring_pause_ms: u64,
+
+    /// Seconds a worker's hold on a run lasts without renewal; renewed every third of it. When
+    /// an instance dies, another takes its runs over once this has passed.
+    #[arg(long, env = "TELLTALE_SCORING_LEASE_SECS", default_value_t = 30)]
+    pub scoring_lease_secs: u64,
 }
 
 #[derive(Debug, Subcommand)]

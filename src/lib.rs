@@ -46,6 +46,7 @@ pub fn run() -> anyhow::Result<()> {
             cli::Command::Sql { query, format } => {
                 analysis::sql(&cli.storage, &query, format).await
             }
+            cli::Command::Drain { json } => server::drain(&cli.storage, json).await,
             cli::Command::Compact {
                 survey,
                 target_rows,

@@ -1,5 +1,6 @@
 //! `telltale serve`: opens the catalog and the lake, replays the write-ahead log, serves HTTP,
-//! and on SIGTERM/SIGINT stops accepting requests and flushes everything buffered.
+//! and on SIGTERM/SIGINT stops accepting requests and flushes everything buffered. Also
+//! `telltale drain`, which replays and flushes a stopped instance's log without serving.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,7 +12,8 @@ use ingest::{IngestConfig, Ingestor};
 use crate::cli::{ServeArgs, StorageArgs};
 use crate::http::{self, AppState, Limits};
 
-/// How often an instance looks for scoring runs that lost their worker.
+/// How often an instance looks for scoring runs that lost their worker (at most; more often
+/// with a lease shorter than this).
 const RUN_JANITOR_PERIOD: Duration = Duration::from_secs(10);
 
 /// How long in-flight requests may take to finish after SIGTERM/SIGINT.
@@ -65,7 +67,9 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     let scoring = scorer::ScoringService::new(scorer);
     // Resumes this instance's runs a crash interrupted at once, and later any run whose worker
     // stopped renewing its lease.
-    let janitor = scoring.spawn_janitor(RUN_JANITOR_PERIOD);
+    let janitor = scoring.spawn_janitor(
+        RUN_JANITOR_PERIOD.min(Duration::from_secs(args.scoring.scoring_lease_secs.max(1))),
+    );
 
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
@@ -130,6 +134,59 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         events = report.events,
         "final flush done"
     );
+    Ok(())
+}
+
+/// `telltale drain`: replays the data dir's write-ahead log into the lake and the catalog and
+/// checks that nothing is left only in the log.
+pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
+    let wal_dir = storage.data_dir.join("wal");
+    let id_path = storage.data_dir.join("instance-id");
+    if !wal_dir.exists() || !id_path.exists() {
+        anyhow::bail!(
+            "{} holds no write-ahead log of a telltale instance: nothing to drain",
+            storage.data_dir.display()
+        );
+    }
+    let catalog_url = storage.catalog_url();
+    let catalog = catalog::open(&catalog_url)
+        .await
+        .with_context(|| format!("opening catalog {catalog_url}"))?;
+    let lake = ingest::lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
+    let instance = instance_id(storage)?;
+    let ingestor = Ingestor::start(IngestConfig::new(instance.clone(), wal_dir), catalog, lake)
+        .await
+        .context("opening the write-ahead log (is a server still running on this data dir?)")?;
+    let report = ingestor.shutdown().await.context("flushing the log")?;
+    let position = ingestor.log_position();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "instance": instance,
+                "files": report.files,
+                "events": report.events,
+                "position": position,
+                "drained": position.is_drained(),
+            })
+        );
+    } else {
+        println!(
+            "instance {instance}: {} events flushed in {} files; log through {}, lake through {}, \
+             statistics through {}",
+            report.events,
+            report.files,
+            position.last_lsn,
+            position.lake_watermark,
+            position.stats_watermark
+        );
+    }
+    if !position.is_drained() {
+        anyhow::bail!("records remain only in the write-ahead log; run drain again");
+    }
+    if !json {
+        println!("drained: every acknowledged event is in the lake and the catalog");
+    }
     Ok(())
 }
 

@@ -4,17 +4,21 @@
 //! statistics, the lake's live files, write-ahead-log watermarks, scores for lookup, scoring runs,
 //! deletions and tombstones. It knows nothing of Parquet or HTTP.
 //!
-//! Callers hold an `Arc<dyn Catalog>`; [`SqliteCatalog`] is the embedded default and a PostgreSQL
-//! backend implements the same trait.
+//! Callers hold an `Arc<dyn Catalog>`; [`SqliteCatalog`] is the embedded default and
+//! [`PgCatalog`] serves a fleet of instances sharing one PostgreSQL database.
 //!
 //! - [`ids`]: identifier newtypes and their formats.
 //! - [`keys`]: integration key generation, parsing and hashing.
 //! - [`model`]: the records the catalog stores and returns.
 //! - [`sqlite`]: the SQLite backend and its migrations.
+//! - [`postgres`]: the PostgreSQL backend (many instances, one catalog) and its migrations.
+//! - `rows`: reading records out of either backend's rows.
 
 pub mod ids;
 pub mod keys;
 pub mod model;
+pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 use async_trait::async_trait;
@@ -22,6 +26,7 @@ use async_trait::async_trait;
 pub use ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 pub use keys::{IntegrationKeySecret, KeyPrefix, Scope};
 pub use model::*;
+pub use postgres::PgCatalog;
 pub use sqlite::SqliteCatalog;
 
 /// Errors raised by a catalog backend.
@@ -75,6 +80,21 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Returns false when no unrevoked key has this prefix.
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool>;
+
+    /// Whether the integration API's per-key limit is counted in this catalog, because any
+    /// number of instances may share it (PostgreSQL). When false (SQLite: one machine), the
+    /// server counts in process and never calls [`Catalog::admit_api_request`], sparing a
+    /// durable write per request.
+    fn counts_api_requests(&self) -> bool;
+
+    /// Accepts one request of `key` if fewer than `limit` were accepted in the `window_ms`
+    /// before it, counting every instance's requests; refused requests are not counted.
+    async fn admit_api_request(
+        &self,
+        key: &KeyPrefix,
+        limit: u32,
+        window_ms: i64,
+    ) -> Result<ApiAdmission>;
 
     /// Resolves a well-formed presented secret to its key and organization. `None` for an
     /// unknown or revoked key or a wrong secret.
@@ -308,11 +328,15 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
     async fn checkpoint(&self) -> Result<bool>;
 }
 
-/// Opens the catalog a URL names: `sqlite://PATH` (created when missing).
+/// Opens the catalog a URL names: `sqlite://PATH` (created when missing) or
+/// `postgres://...`/`postgresql://...` (the database must exist; its tables are created).
 pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Catalog>> {
     if let Some(path) = url.strip_prefix("sqlite://") {
         let catalog = SqliteCatalog::open(std::path::Path::new(path)).await?;
         return Ok(std::sync::Arc::new(catalog));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(std::sync::Arc::new(PgCatalog::open(url).await?));
     }
     Err(Error::UnsupportedUrl(url.to_owned()))
 }

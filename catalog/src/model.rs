@@ -383,3 +383,13 @@ pub fn identifier_tombstone_hash(survey: &SurveyId, identifier: &str) -> String 
     hasher.update(identifier.as_bytes());
     hex::encode(hasher.finalize())
 }
+
+/// The answer to one integration API request under a per-key limit counted in the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiAdmission {
+    Accepted,
+    /// Refused; a request would be accepted again after `wait_ms` milliseconds.
+    Refused {
+        wait_ms: i64,
+    },
+}

@@ -15,6 +15,7 @@ use sqlx::{QueryBuilder, Row, SqlitePool};
 use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
 use crate::model::*;
+use crate::rows::{self, DELETION_COLUMNS, LAKE_FILE_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
 use crate::{Catalog, Error, Result, now_millis};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -52,36 +53,6 @@ impl SqliteCatalog {
     }
 }
 
-fn key_info_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<KeyInfo> {
-    let prefix: String = row.try_get("prefix")?;
-    let scopes: String = row.try_get("scopes")?;
-    Ok(KeyInfo {
-        prefix: KeyPrefix::parse(&prefix)
-            .ok_or_else(|| Error::Corrupt(format!("key prefix {prefix:?}")))?,
-        organization_id: OrganizationId::from_stored(row.try_get("organization_id")?),
-        label: row.try_get("label")?,
-        scopes: Scope::parse_list(&scopes).map_err(Error::Corrupt)?,
-        created_at: row.try_get("created_at")?,
-        revoked_at: row.try_get("revoked_at")?,
-    })
-}
-
-fn survey_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Survey> {
-    Ok(Survey {
-        id: SurveyId::from_stored(row.try_get("id")?),
-        organization_id: OrganizationId::from_stored(row.try_get("organization_id")?),
-        external_survey_id: row.try_get("external_survey_id")?,
-        name: row.try_get("name")?,
-        tracking_key: TrackingKey::from_stored(row.try_get("tracking_key")?),
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
-
-fn to_i64(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
 async fn insert_lake_file(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     file: &NewLakeFile,
@@ -106,47 +77,6 @@ async fn insert_lake_file(
     Ok(())
 }
 
-const RUN_COLUMNS: &str = "id, survey_id, force, status, total, scored, skipped, failed, failures,
-    error, created_at, started_at, completed_at, updated_at, cancel_requested_at,
-    cancel_requested_by, canceled_at, canceled_by, owner, lease_until";
-
-fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ScoringRun> {
-    let status: String = row.try_get("status")?;
-    let failures: String = row.try_get("failures")?;
-    let count = |name: &str| -> Result<u64> {
-        let value: i64 = row.try_get(name)?;
-        Ok(value.max(0) as u64)
-    };
-    Ok(ScoringRun {
-        id: RunId::from_stored(row.try_get("id")?),
-        survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
-        force: row.try_get("force")?,
-        status: RunStatus::parse(&status)
-            .ok_or_else(|| Error::Corrupt(format!("run status {status:?}")))?,
-        total: count("total")?,
-        scored: count("scored")?,
-        skipped: count("skipped")?,
-        failed: count("failed")?,
-        failures: serde_json::from_str(&failures)
-            .map_err(|error| Error::Corrupt(format!("run failures: {error}")))?,
-        error: row.try_get("error")?,
-        created_at: row.try_get("created_at")?,
-        started_at: row.try_get("started_at")?,
-        completed_at: row.try_get("completed_at")?,
-        updated_at: row.try_get("updated_at")?,
-        cancel_requested_at: row.try_get("cancel_requested_at")?,
-        cancel_requested_by: row.try_get("cancel_requested_by")?,
-        canceled_at: row.try_get("canceled_at")?,
-        canceled_by: row.try_get("canceled_by")?,
-        owner: row.try_get("owner")?,
-        lease_until: row.try_get("lease_until")?,
-    })
-}
-
-fn failures_json(failures: &[ScoringFailure]) -> Result<String> {
-    serde_json::to_string(failures).map_err(|error| Error::Corrupt(error.to_string()))
-}
-
 impl SqliteCatalog {
     async fn run_by_id(&self, id: &RunId) -> Result<Option<ScoringRun>> {
         let row = sqlx::query(&format!(
@@ -155,7 +85,7 @@ impl SqliteCatalog {
         .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(run_from_row).transpose()
+        row.as_ref().map(rows::scoring_run).transpose()
     }
 }
 
@@ -219,15 +149,7 @@ impl Catalog for SqliteCatalog {
         )
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Organization {
-                    id: OrganizationId::from_stored(row.try_get("id")?),
-                    name: row.try_get("name")?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::organization).collect()
     }
 
     async fn create_key(
@@ -273,7 +195,7 @@ impl Catalog for SqliteCatalog {
         .bind(organization.as_str())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(key_info_from_row).collect()
+        rows.iter().map(rows::key_info).collect()
     }
 
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool> {
@@ -300,22 +222,52 @@ impl Catalog for SqliteCatalog {
         .bind(secret.prefix().as_str())
         .fetch_optional(&self.pool)
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        let stored_hash: String = row.try_get("secret_sha256")?;
-        // Comparing digests: timing reveals nothing useful about the secret itself.
-        if stored_hash != secret.sha256_hex() {
-            return Ok(None);
+        match row {
+            Some(row) => rows::authenticated_key(&row, &secret.sha256_hex()),
+            None => Ok(None),
         }
-        let key = key_info_from_row(&row)?;
-        if key.revoked_at.is_some() {
-            return Ok(None);
-        }
-        let deleted_at: Option<i64> = row.try_get("deleted_at")?;
-        Ok(Some(AuthenticatedKey {
-            key,
-            organization_name: row.try_get("organization_name")?,
-            organization_deleted: deleted_at.is_some(),
-        }))
+    }
+
+    fn counts_api_requests(&self) -> bool {
+        false
+    }
+
+    async fn admit_api_request(
+        &self,
+        key: &KeyPrefix,
+        limit: u32,
+        window_ms: i64,
+    ) -> Result<ApiAdmission> {
+        // SQLite has one writer at a time: the count and the insert cannot interleave with
+        // another admission once the transaction holds the write lock (`BEGIN IMMEDIATE`
+        // semantics come from the DELETE being its first statement).
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM api_requests WHERE key_prefix = ? AND accepted_at <= ?")
+            .bind(key.as_str())
+            .bind(now - window_ms)
+            .execute(&mut *tx)
+            .await?;
+        let (accepted, oldest): (i64, Option<i64>) = sqlx::query_as(
+            "SELECT count(*), min(accepted_at) FROM api_requests WHERE key_prefix = ?",
+        )
+        .bind(key.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        let admission = if accepted < i64::from(limit) {
+            sqlx::query("INSERT INTO api_requests (key_prefix, accepted_at) VALUES (?, ?)")
+                .bind(key.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            ApiAdmission::Accepted
+        } else {
+            ApiAdmission::Refused {
+                wait_ms: (oldest.unwrap_or(now) + window_ms - now).max(0),
+            }
+        };
+        tx.commit().await?;
+        Ok(admission)
     }
 
     async fn provision_survey(
@@ -326,15 +278,14 @@ impl Catalog for SqliteCatalog {
     ) -> Result<Survey> {
         let now = now_millis();
         // One statement: concurrent provisioning of the same external id cannot create two.
-        let row = sqlx::query(
+        let row = sqlx::query(&format!(
             "INSERT INTO surveys
                  (id, organization_id, external_survey_id, name, tracking_key, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?)
              ON CONFLICT (organization_id, external_survey_id)
              DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at
-             RETURNING id, organization_id, external_survey_id, name, tracking_key, created_at,
-                       updated_at",
-        )
+             RETURNING {SURVEY_COLUMNS}"
+        ))
         .bind(SurveyId::generate().as_str())
         .bind(organization.as_str())
         .bind(external_survey_id)
@@ -344,32 +295,28 @@ impl Catalog for SqliteCatalog {
         .bind(now)
         .fetch_one(&self.pool)
         .await?;
-        survey_from_row(&row)
+        rows::survey(&row)
     }
 
     async fn survey(&self, organization: &OrganizationId, id: &SurveyId) -> Result<Option<Survey>> {
-        let row = sqlx::query(
-            "SELECT id, organization_id, external_survey_id, name, tracking_key, created_at,
-                    updated_at
-             FROM surveys WHERE id = ? AND organization_id = ?",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT {SURVEY_COLUMNS} FROM surveys WHERE id = ? AND organization_id = ?"
+        ))
         .bind(id.as_str())
         .bind(organization.as_str())
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(survey_from_row).transpose()
+        row.as_ref().map(rows::survey).transpose()
     }
 
     async fn survey_by_id(&self, id: &SurveyId) -> Result<Option<Survey>> {
-        let row = sqlx::query(
-            "SELECT id, organization_id, external_survey_id, name, tracking_key, created_at,
-                    updated_at
-             FROM surveys WHERE id = ?",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT {SURVEY_COLUMNS} FROM surveys WHERE id = ?"
+        ))
         .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(survey_from_row).transpose()
+        row.as_ref().map(rows::survey).transpose()
     }
 
     async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>> {
@@ -473,10 +420,12 @@ impl Catalog for SqliteCatalog {
              FROM (SELECT w.value AS reference, sum(s.event_count) AS event_count,
                     min(s.first_event_at) AS first_event_at, max(s.last_event_at) AS last_event_at,
                     sc.human_score_percent, sc.score_band, sc.scored_at, sc.model_version
-             FROM json_each(",
+             FROM (SELECT DISTINCT value FROM json_each(",
         );
+        // DISTINCT: a reference asked for twice would otherwise join its sessions twice and
+        // double its counts.
         query.push_bind(serde_json_array(references));
-        query.push(") w LEFT JOIN sessions s INDEXED BY sessions_by_reference ON s.survey_id = ");
+        query.push(")) w LEFT JOIN sessions s INDEXED BY sessions_by_reference ON s.survey_id = ");
         query.push_bind(survey.as_str());
         query.push(" AND s.reference = w.value LEFT JOIN session_scores sc ON sc.survey_id = ");
         query.push_bind(survey.as_str());
@@ -552,38 +501,16 @@ impl Catalog for SqliteCatalog {
         kind: LakeFileKind,
         survey: Option<&SurveyId>,
     ) -> Result<Vec<LakeFile>> {
-        let rows = sqlx::query(
-            "SELECT id, path, kind, survey_id, partition_date, row_count, size_bytes, min_session,
-                    max_session, created_at
-             FROM lake_files WHERE kind = ? AND (? IS NULL OR survey_id = ?) ORDER BY id",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {LAKE_FILE_COLUMNS} FROM lake_files
+             WHERE kind = ? AND (? IS NULL OR survey_id = ?) ORDER BY id"
+        ))
         .bind(kind.as_str())
         .bind(survey.map(SurveyId::as_str))
         .bind(survey.map(SurveyId::as_str))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                let kind: String = row.try_get("kind")?;
-                let row_count: i64 = row.try_get("row_count")?;
-                let size_bytes: i64 = row.try_get("size_bytes")?;
-                Ok(LakeFile {
-                    id: row.try_get("id")?,
-                    created_at: row.try_get("created_at")?,
-                    file: NewLakeFile {
-                        path: row.try_get("path")?,
-                        kind: LakeFileKind::parse(&kind)
-                            .ok_or_else(|| Error::Corrupt(format!("lake file kind {kind:?}")))?,
-                        survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
-                        partition_date: row.try_get("partition_date")?,
-                        row_count: row_count.max(0) as u64,
-                        size_bytes: size_bytes.max(0) as u64,
-                        min_session: row.try_get("min_session")?,
-                        max_session: row.try_get("max_session")?,
-                    },
-                })
-            })
-            .collect()
+        rows.iter().map(rows::lake_file).collect()
     }
 
     async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>> {
@@ -593,16 +520,7 @@ impl Catalog for SqliteCatalog {
         .bind(after)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Tombstone {
-                    id: row.try_get("id")?,
-                    survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
-                    reference: row.try_get("reference")?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::tombstone).collect()
     }
     async fn start_scoring_run(
         &self,
@@ -642,7 +560,7 @@ impl Catalog for SqliteCatalog {
             .fetch_optional(&self.pool)
             .await?;
             if let Some(row) = active {
-                return Ok((run_from_row(&row)?, false));
+                return Ok((rows::scoring_run(&row)?, false));
             }
         }
         Err(Error::Corrupt(
@@ -691,7 +609,7 @@ impl Catalog for SqliteCatalog {
         .bind(now_millis())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(run_from_row).collect()
+        rows.iter().map(rows::scoring_run).collect()
     }
 
     async fn claim_scoring_run(
@@ -738,7 +656,7 @@ impl Catalog for SqliteCatalog {
         .bind(to_i64(progress.scored))
         .bind(to_i64(progress.skipped))
         .bind(to_i64(progress.failed))
-        .bind(failures_json(&progress.failures)?)
+        .bind(rows::failures_json(&progress.failures)?)
         .bind(now)
         .bind(now.saturating_add(lease_ms))
         .bind(id.as_str())
@@ -781,7 +699,7 @@ impl Catalog for SqliteCatalog {
         .bind(to_i64(progress.scored))
         .bind(to_i64(progress.skipped))
         .bind(to_i64(progress.failed))
-        .bind(failures_json(&progress.failures)?)
+        .bind(rows::failures_json(&progress.failures)?)
         .bind(error)
         .bind(now)
         .bind(canceled)
@@ -807,16 +725,7 @@ impl Catalog for SqliteCatalog {
         .bind(survey.as_str())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                let event_count: i64 = row.try_get("event_count")?;
-                Ok(SessionIdentity {
-                    identifier: row.try_get("identifier")?,
-                    reference: row.try_get("reference")?,
-                    event_count: event_count.max(0) as u64,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::session_identity).collect()
     }
 
     async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>> {
@@ -824,14 +733,7 @@ impl Catalog for SqliteCatalog {
             .bind(survey.as_str())
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ScoredReference {
-                    reference: row.try_get("reference")?,
-                    run_id: row.try_get("run_id")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::scored_reference).collect()
     }
 
     async fn record_scores(
@@ -937,7 +839,7 @@ impl Catalog for SqliteCatalog {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        deletion_from_row(&row)
+        rows::deletion(&row)
     }
 
     async fn session_deletion(
@@ -952,7 +854,7 @@ impl Catalog for SqliteCatalog {
         .bind(reference)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(deletion_from_row).transpose()
+        row.as_ref().map(rows::deletion).transpose()
     }
 
     async fn claimable_deletions(&self, owner: &str, now: i64) -> Result<Vec<SessionDeletion>> {
@@ -967,7 +869,7 @@ impl Catalog for SqliteCatalog {
         .bind(now)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(deletion_from_row).collect()
+        rows.iter().map(rows::deletion).collect()
     }
 
     async fn claim_deletion(
@@ -1097,15 +999,7 @@ impl Catalog for SqliteCatalog {
         .bind(after)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(TombstonedIdentifier {
-                    id: row.try_get("id")?,
-                    survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
-                    identifier_sha256: row.try_get("identifier_sha256")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::tombstoned_identifier).collect()
     }
 
     async fn record_pending_uploads(&self, owner: &str, paths: &[String]) -> Result<()> {
@@ -1163,15 +1057,7 @@ impl Catalog for SqliteCatalog {
         )
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(UnlinkedObject {
-                    path: row.try_get("path")?,
-                    owner: row.try_get("owner")?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::unlinked_object).collect()
     }
 
     async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()> {
@@ -1213,28 +1099,6 @@ impl Catalog for SqliteCatalog {
         let busy: i64 = row.try_get(0)?;
         Ok(busy == 0)
     }
-}
-
-const DELETION_COLUMNS: &str = "survey_id, reference, status, attempts, requested_at, updated_at,
-    completed_at, error, next_attempt_at, owner, lease_until";
-
-fn deletion_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<SessionDeletion> {
-    let status: String = row.try_get("status")?;
-    let attempts: i64 = row.try_get("attempts")?;
-    Ok(SessionDeletion {
-        survey_id: SurveyId::from_stored(row.try_get("survey_id")?),
-        reference: row.try_get("reference")?,
-        status: DeletionStatus::parse(&status)
-            .ok_or_else(|| Error::Corrupt(format!("deletion status {status:?}")))?,
-        attempts: u32::try_from(attempts.max(0)).unwrap_or(u32::MAX),
-        requested_at: row.try_get("requested_at")?,
-        updated_at: row.try_get("updated_at")?,
-        completed_at: row.try_get("completed_at")?,
-        error: row.try_get("error")?,
-        next_attempt_at: row.try_get("next_attempt_at")?,
-        owner: row.try_get("owner")?,
-        lease_until: row.try_get("lease_until")?,
-    })
 }
 
 async fn insert_tombstoned_identifiers(
@@ -1336,323 +1200,4 @@ fn serde_json_array(values: &[String]) -> String {
     }
     out.push(']');
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn open_temp() -> (tempfile::TempDir, SqliteCatalog) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let catalog = SqliteCatalog::open(&dir.path().join("catalog.db"))
-            .await
-            .expect("open");
-        (dir, catalog)
-    }
-
-    #[tokio::test]
-    async fn keys_authenticate_until_revoked() {
-        let (_dir, catalog) = open_temp().await;
-        let org = catalog.create_organization("Acme").await.expect("org");
-        let created = catalog
-            .create_key(&org.id, "server", &Scope::ALL)
-            .await
-            .expect("key");
-        let found = catalog
-            .authenticate(&created.secret)
-            .await
-            .expect("auth")
-            .expect("valid");
-        assert_eq!(found.key.prefix, created.info.prefix);
-        assert_eq!(found.organization_name, "Acme");
-
-        let forged = format!("{}_{}", created.secret.prefix(), "0".repeat(64));
-        let forged = IntegrationKeySecret::parse(&forged).expect("well formed");
-        assert!(catalog.authenticate(&forged).await.expect("auth").is_none());
-
-        assert!(
-            catalog
-                .revoke_key(created.secret.prefix())
-                .await
-                .expect("revoke")
-        );
-        assert!(
-            !catalog
-                .revoke_key(created.secret.prefix())
-                .await
-                .expect("revoke twice")
-        );
-        assert!(
-            catalog
-                .authenticate(&created.secret)
-                .await
-                .expect("auth")
-                .is_none()
-        );
-    }
-
-    #[tokio::test]
-    async fn provisioning_is_idempotent_per_organization() {
-        let (_dir, catalog) = open_temp().await;
-        let org = catalog.create_organization("Acme").await.expect("org");
-        let other = catalog.create_organization("Other").await.expect("org");
-        let first = catalog
-            .provision_survey(&org.id, "ext-1", "First")
-            .await
-            .expect("first");
-        let again = catalog
-            .provision_survey(&org.id, "ext-1", "Renamed")
-            .await
-            .expect("again");
-        assert_eq!(first.id, again.id);
-        assert_eq!(first.tracking_key, again.tracking_key);
-        assert_eq!(again.name, "Renamed");
-        let foreign = catalog
-            .provision_survey(&other.id, "ext-1", "Theirs")
-            .await
-            .expect("other");
-        assert_ne!(foreign.id, first.id);
-        assert!(
-            catalog
-                .survey(&other.id, &first.id)
-                .await
-                .expect("get")
-                .is_none()
-        );
-    }
-
-    #[tokio::test]
-    async fn session_stats_aggregate_per_reference_and_watermark_advances() {
-        let (_dir, catalog) = open_temp().await;
-        let org = catalog.create_organization("Acme").await.expect("org");
-        let survey = catalog
-            .provision_survey(&org.id, "s", "S")
-            .await
-            .expect("survey");
-        let reference = "1b4e28ba-2fa1-11d2-883f-0016d3cca427".to_owned();
-        let delta = |identifier: &str, count, first, last| SessionDelta {
-            survey_id: survey.id.clone(),
-            identifier: identifier.to_owned(),
-            reference: Some(reference.clone()),
-            reference_explicit: true,
-            event_count: count,
-            first_event_at: first,
-            last_event_at: last,
-        };
-        catalog
-            .apply_session_stats("i", 5, &[delta("a", 3, 100, 200), delta("b", 2, 50, 150)])
-            .await
-            .expect("apply");
-        catalog
-            .apply_session_stats("i", 9, &[delta("a", 4, 120, 400)])
-            .await
-            .expect("apply");
-        assert_eq!(
-            catalog
-                .wal_watermark("i", WalConsumer::Stats)
-                .await
-                .expect("wm"),
-            9
-        );
-        assert_eq!(
-            catalog
-                .wal_watermark("i", WalConsumer::Lake)
-                .await
-                .expect("wm"),
-            0
-        );
-
-        let summaries = catalog
-            .lookup_sessions(&survey.id, &[reference.clone(), "missing".to_owned()])
-            .await
-            .expect("lookup");
-        assert_eq!(summaries.len(), 1);
-        assert_eq!(summaries[0].event_count, 9);
-        assert_eq!(summaries[0].first_event_at, Some(50));
-        assert_eq!(summaries[0].last_event_at, Some(400));
-    }
-
-    #[tokio::test]
-    async fn deletions_tombstone_at_once_and_retry_until_they_fail() {
-        let (_dir, catalog) = open_temp().await;
-        let org = catalog.create_organization("Acme").await.expect("org");
-        let survey = catalog
-            .provision_survey(&org.id, "s", "S")
-            .await
-            .expect("survey");
-        let reference = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
-        catalog
-            .apply_session_stats(
-                "i",
-                1,
-                &[SessionDelta {
-                    survey_id: survey.id.clone(),
-                    identifier: "tab".to_owned(),
-                    reference: Some(reference.to_owned()),
-                    reference_explicit: true,
-                    event_count: 3,
-                    first_event_at: 1,
-                    last_event_at: 2,
-                }],
-            )
-            .await
-            .expect("stats");
-        assert_eq!(
-            catalog
-                .survey_sessions(&survey.id)
-                .await
-                .expect("plan")
-                .len(),
-            1
-        );
-
-        let first = catalog
-            .request_session_deletion(&survey.id, reference)
-            .await
-            .expect("request");
-        assert_eq!(first.status, DeletionStatus::Pending);
-        assert_eq!(first.attempts, 0);
-        let tombstones = catalog.tombstones_after(0).await.expect("tombstones");
-        assert_eq!(tombstones.len(), 1);
-        assert!(
-            catalog
-                .survey_sessions(&survey.id)
-                .await
-                .expect("plan")
-                .is_empty(),
-            "a scoring run never plans a tombstoned session"
-        );
-        let again = catalog
-            .request_session_deletion(&survey.id, reference)
-            .await
-            .expect("again");
-        assert_eq!(again, first, "a repeated request changes nothing");
-
-        // Five failed attempts make it `failed`; a deferral does not count.
-        assert!(
-            catalog
-                .claim_deletion(&survey.id, reference, "w", 60_000)
-                .await
-                .expect("claim")
-        );
-        let deferred = catalog
-            .set_back_deletion(
-                &survey.id,
-                reference,
-                "w",
-                &DeletionSetback::Deferred { retry_at: 0 },
-            )
-            .await
-            .expect("defer")
-            .expect("owned");
-        assert_eq!(deferred.attempts, 0);
-        for attempt in 1..=5u32 {
-            assert!(
-                catalog
-                    .claim_deletion(&survey.id, reference, "w", 60_000)
-                    .await
-                    .expect("claim")
-            );
-            assert!(
-                !catalog
-                    .claim_deletion(&survey.id, reference, "other", 60_000)
-                    .await
-                    .expect("claim"),
-                "another worker cannot take a held deletion"
-            );
-            let after = catalog
-                .set_back_deletion(
-                    &survey.id,
-                    reference,
-                    "w",
-                    &DeletionSetback::Failed {
-                        error: format!("boom {attempt}"),
-                        retry_at: 0,
-                        max_attempts: 5,
-                    },
-                )
-                .await
-                .expect("fail")
-                .expect("owned");
-            assert_eq!(after.attempts, attempt);
-            let expected = if attempt < 5 {
-                DeletionStatus::Pending
-            } else {
-                DeletionStatus::Failed
-            };
-            assert_eq!(after.status, expected);
-        }
-        assert!(
-            catalog
-                .claimable_deletions("w", now_millis())
-                .await
-                .expect("due")
-                .is_empty()
-        );
-        // Requested again, a failed deletion starts over.
-        let restarted = catalog
-            .request_session_deletion(&survey.id, reference)
-            .await
-            .expect("restart");
-        assert_eq!(
-            (restarted.status, restarted.attempts),
-            (DeletionStatus::Pending, 0)
-        );
-        assert_eq!(restarted.error, None);
-    }
-
-    #[tokio::test]
-    async fn a_swap_is_all_or_nothing_and_loses_to_an_earlier_one() {
-        let (_dir, catalog) = open_temp().await;
-        let org = catalog.create_organization("Acme").await.expect("org");
-        let survey = catalog
-            .provision_survey(&org.id, "s", "S")
-            .await
-            .expect("survey");
-        let file = |path: &str| NewLakeFile {
-            path: path.to_owned(),
-            kind: LakeFileKind::Events,
-            survey_id: survey.id.clone(),
-            partition_date: None,
-            row_count: 1,
-            size_bytes: 1,
-            min_session: None,
-            max_session: None,
-        };
-        catalog
-            .commit_event_files("i", 1, &[file("a"), file("b")])
-            .await
-            .expect("commit");
-        catalog
-            .record_pending_uploads("w", &["ab".to_owned()])
-            .await
-            .expect("pending");
-        let merge = FileSwap {
-            removed: vec!["a".to_owned(), "b".to_owned()],
-            added: vec![file("ab")],
-        };
-        assert!(catalog.swap_lake_files(&merge, None).await.expect("swap"));
-        let unlinked: Vec<(String, Option<String>)> = catalog
-            .unlinked_objects()
-            .await
-            .expect("unlinked")
-            .into_iter()
-            .map(|object| (object.path, object.owner))
-            .collect();
-        assert_eq!(unlinked, [("a".to_owned(), None), ("b".to_owned(), None)]);
-        // A second rewrite of `b` (planned before the merge) finds it gone: nothing changes.
-        let late = FileSwap {
-            removed: vec!["ab".to_owned(), "b".to_owned()],
-            added: vec![file("late")],
-        };
-        assert!(!catalog.swap_lake_files(&late, None).await.expect("swap"));
-        let live: Vec<String> = catalog
-            .live_files(LakeFileKind::Events, None)
-            .await
-            .expect("live")
-            .into_iter()
-            .map(|file| file.file.path)
-            .collect();
-        assert_eq!(live, ["ab"]);
-    }
 }

@@ -24,4 +24,4 @@ pub mod pipeline;
 pub mod rewrite;
 pub mod wal;
 
-pub use pipeline::{Accepted, FlushReport, IngestConfig, IngestError, Ingestor};
+pub use pipeline::{Accepted, FlushReport, IngestConfig, IngestError, Ingestor, LogPosition};

@@ -93,6 +93,25 @@ pub enum Accepted {
     Deleted { count: usize },
 }
 
+/// How far an instance's write-ahead log has been applied ([`Ingestor::log_position`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogPosition {
+    /// The highest sequence number the log has handed out.
+    pub last_lsn: u64,
+    /// Applied to the lake's live files through here.
+    pub lake_watermark: u64,
+    /// Applied to the session statistics through here.
+    pub stats_watermark: u64,
+}
+
+impl LogPosition {
+    /// Nothing in the log is missing from the lake or the statistics.
+    pub fn is_drained(&self) -> bool {
+        self.lake_watermark >= self.last_lsn && self.stats_watermark >= self.last_lsn
+    }
+}
+
 /// What a flush wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlushReport {
@@ -650,6 +669,17 @@ impl Ingestor {
             task.await?;
         }
         self.flush_all().await
+    }
+
+    /// Where the log and its two consumers stand. Everything at or below both watermarks is
+    /// in the lake and in the session statistics; when both reach `last_lsn`, the log holds
+    /// nothing that is not elsewhere (what `telltale drain` checks before an instance retires).
+    pub fn log_position(&self) -> LogPosition {
+        LogPosition {
+            last_lsn: self.inner.wal.last_lsn(),
+            lake_watermark: self.inner.lake_watermark.load(Ordering::Acquire),
+            stats_watermark: self.inner.stats_watermark.load(Ordering::Acquire),
+        }
     }
 
     /// Flushes until nothing logged so far is left outside the lake.

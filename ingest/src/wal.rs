@@ -52,6 +52,8 @@ pub enum WalError {
     Closed,
     #[error("write-ahead log record is too large")]
     RecordTooLarge,
+    #[error("write-ahead log {0} is in use by another process (a running server or drain)")]
+    Locked(PathBuf),
 }
 
 /// One accepted batch, as logged.
@@ -165,6 +167,10 @@ pub type DurableSink = Box<dyn Fn(&[Arc<WalRecord>]) + Send + 'static>;
 pub struct Wal {
     sender: mpsc::SyncSender<Request>,
     shared: Arc<Shared>,
+    /// An exclusive lock on `LOCK` in the log's folder, held while this handle lives: two
+    /// processes appending to, replaying or truncating one log would duplicate or lose records.
+    /// Clones share it; it is released when the last one is dropped.
+    _lock: Arc<File>,
 }
 
 impl std::fmt::Debug for Wal {
@@ -208,6 +214,7 @@ impl Wal {
                 sync_dir(parent)?;
             }
         }
+        let lock = lock_dir(dir)?;
         adopt_spare(dir)?;
         let recovered = replay(dir)?;
         // Continue after both the last record and the highest segment name: a segment created
@@ -233,7 +240,14 @@ impl Wal {
         std::thread::Builder::new()
             .name("wal-writer".to_owned())
             .spawn(move || writer_loop(receiver, segment, next_lsn, thread_shared, sink))?;
-        Ok((Wal { sender, shared }, recovered))
+        Ok((
+            Wal {
+                sender,
+                shared,
+                _lock: Arc::new(lock),
+            },
+            recovered,
+        ))
     }
 
     /// Appends a batch; resolves once it is on disk.
@@ -557,6 +571,21 @@ fn writer_loop(
     // Channel closed: every sender dropped. The file is synced after each group already.
 }
 
+/// Takes the log folder's lock without waiting; the operating system releases it when the
+/// file is closed, also when the process dies.
+fn lock_dir(dir: &Path) -> Result<File, WalError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("LOCK"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(WalError::Locked(dir.to_owned())),
+        Err(fs::TryLockError::Error(error)) => Err(error.into()),
+    }
+}
+
 fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
     let mut segments = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -684,6 +713,24 @@ mod tests {
         );
         wal.truncate_through(rolled_at).expect("truncate");
         assert!(!wal.retains_through(rolled_at).expect("list"));
+    }
+
+    #[tokio::test]
+    async fn one_process_at_a_time_opens_a_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (sink, _) = collecting_sink();
+        let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+        let (sink, _) = collecting_sink();
+        match Wal::open(dir.path(), sink) {
+            Err(WalError::Locked(path)) => assert_eq!(path, dir.path()),
+            other => panic!(
+                "a second open must fail as locked, got {:?}",
+                other.map(|_| ())
+            ),
+        }
+        drop(wal);
+        let (sink, _) = collecting_sink();
+        Wal::open(dir.path(), sink).expect("open again once the first handle is gone");
     }
 
     #[tokio::test]

@@ -2,14 +2,16 @@
 //!
 //! Every request is authenticated against the catalog, so a key revoked or an organization
 //! deleted from the command line stops working on every instance at once. Only authenticated
-//! requests count towards a key's limit, and refused ones do not count.
+//! requests count towards a key's limit, and refused ones do not count. On a catalog shared by
+//! a fleet (PostgreSQL) the limit is counted in the catalog, so it holds for all instances
+//! together; on the embedded SQLite default it is counted in process.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use catalog::{AuthenticatedKey, IntegrationKeySecret, Scope};
+use catalog::{ApiAdmission, AuthenticatedKey, IntegrationKeySecret, Scope};
 
 use super::{ApiError, AppState};
 use crate::rate_limit::retry_after_secs;
@@ -58,12 +60,30 @@ impl FromRequestParts<AppState> for KeyContext {
             .authenticate(&secret)
             .await?
             .ok_or(ApiError::Unauthorized("invalid or revoked integration key"))?;
-        state
-            .api_limiter
-            .check(authenticated.key.prefix.as_str(), Instant::now())
-            .map_err(|wait| ApiError::RateLimited {
+        let prefix = &authenticated.key.prefix;
+        let wait = if state.catalog.counts_api_requests() {
+            // Several instances share the catalog: the limit is counted there, for all of them.
+            match state
+                .catalog
+                .admit_api_request(prefix, state.api_requests_per_minute, 60_000)
+                .await?
+            {
+                ApiAdmission::Accepted => None,
+                ApiAdmission::Refused { wait_ms } => {
+                    Some(Duration::from_millis(wait_ms.max(0) as u64))
+                }
+            }
+        } else {
+            state
+                .api_limiter
+                .check(prefix.as_str(), Instant::now())
+                .err()
+        };
+        if let Some(wait) = wait {
+            return Err(ApiError::RateLimited {
                 retry_after_secs: retry_after_secs(wait),
-            })?;
+            });
+        }
         Ok(KeyContext(authenticated))
     }
 }

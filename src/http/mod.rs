@@ -66,6 +66,9 @@ pub struct StateInner {
     /// Base URL without a trailing slash, for addresses handed to integrators.
     pub public_url: String,
     pub api_limiter: SlidingWindow,
+    /// The integration API's requests per key per rolling minute (for a catalog that counts
+    /// them for the fleet, see `Catalog::counts_api_requests`).
+    pub api_requests_per_minute: u32,
     pub ip_limiter: Option<TokenBuckets<IpAddr>>,
     /// Keyed by (tracking key, identifier).
     pub identifier_limiter: Option<TokenBuckets<(String, String)>>,
@@ -106,6 +109,7 @@ impl AppState {
                 limits.api_requests_per_minute,
                 Duration::from_secs(60),
             ),
+            api_requests_per_minute: limits.api_requests_per_minute,
             ip_limiter: rate(limits.collector_ip_rate)
                 .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
             identifier_limiter: rate(limits.collector_identifier_rate)

@@ -13,15 +13,15 @@ use crate::harness::{
     pointermove, send, session_event,
 };
 
-fn delete_path(survey_id: &str, reference: &str) -> String {
+pub(crate) fn delete_path(survey_id: &str, reference: &str) -> String {
     format!("/integrations/v1/surveys/{survey_id}/sessions/by-reference/{reference}")
 }
 
-fn deletion_path(survey_id: &str, reference: &str) -> String {
+pub(crate) fn deletion_path(survey_id: &str, reference: &str) -> String {
     format!("/integrations/v1/surveys/{survey_id}/session-deletions/{reference}")
 }
 
-async fn request_deletion(
+pub(crate) async fn request_deletion(
     server: &TestServer,
     key: &str,
     survey_id: &str,
@@ -36,7 +36,12 @@ async fn request_deletion(
     .await
 }
 
-async fn get_deletion(server: &TestServer, key: &str, survey_id: &str, reference: &str) -> Reply {
+pub(crate) async fn get_deletion(
+    server: &TestServer,
+    key: &str,
+    survey_id: &str,
+    reference: &str,
+) -> Reply {
     send(
         server
             .client()
@@ -47,7 +52,7 @@ async fn get_deletion(server: &TestServer, key: &str, survey_id: &str, reference
 }
 
 /// Polls a deletion until it is no longer pending.
-async fn wait_deletion_done(
+pub(crate) async fn wait_deletion_done(
     server: &TestServer,
     key: &str,
     survey_id: &str,
@@ -151,7 +156,8 @@ async fn send_session(
 
 /// Rows per `session_id` in the lake's events, read with DuckDB.
 fn event_rows_by_session(server: &TestServer) -> BTreeMap<String, u64> {
-    let any_file = files_under(&server.data_dir().join("lake").join("events"))
+    let lake = server.lake_dir();
+    let any_file = files_under(&lake.join("events"))
         .iter()
         .any(|path| path.extension().is_some_and(|ext| ext == "parquet"));
     if !any_file {
@@ -159,8 +165,8 @@ fn event_rows_by_session(server: &TestServer) -> BTreeMap<String, u64> {
     }
     duckdb_query(&format!(
         "SELECT CAST(session_id AS VARCHAR) AS session, count(*) AS n
-         FROM read_parquet('{}', hive_partitioning = true) GROUP BY 1",
-        server.events_glob()
+         FROM read_parquet('{}/events/**/*.parquet', hive_partitioning = true) GROUP BY 1",
+        lake.display()
     ))
     .into_iter()
     .map(|row| {
@@ -176,9 +182,10 @@ fn event_rows_by_session(server: &TestServer) -> BTreeMap<String, u64> {
 /// column, found by DuckDB reading every Parquet file under the lake.
 fn lake_rows_mentioning(server: &TestServer, needles: &[&str]) -> Vec<Value> {
     let mut found = Vec::new();
+    let lake = server.lake_dir();
     for table in ["events", "scores", "features"] {
-        let glob = format!("{}/lake/{table}/**/*.parquet", server.data_dir().display());
-        let any_file = files_under(&server.data_dir().join("lake").join(table))
+        let glob = format!("{}/{table}/**/*.parquet", lake.display());
+        let any_file = files_under(&lake.join(table))
             .iter()
             .any(|path| path.extension().is_some_and(|ext| ext == "parquet"));
         if !any_file {
@@ -279,7 +286,7 @@ fn count_occurrences(haystack: &[u8], needle: &[u8]) -> usize {
 /// Parquet objects in the lake folder, and the catalog's live files: they must be the same
 /// (no replaced file left behind, no upload left uncommitted).
 fn assert_lake_matches_catalog(server: &TestServer) {
-    let lake = server.data_dir().join("lake");
+    let lake = server.lake_dir();
     let mut on_disk: Vec<String> = files_under(&lake)
         .into_iter()
         .filter(|path| path.extension().is_some_and(|ext| ext == "parquet"))
@@ -454,43 +461,47 @@ async fn a_deleted_session_is_erased_from_lake_scores_log_and_catalog() {
             );
         }
     }
-    let mut reference_count = 0;
-    for file in files_under(server.data_dir()) {
-        let name = file
-            .file_name()
-            .and_then(|name| name.to_str())
-            .unwrap_or("");
-        if !name.starts_with("catalog.db") {
-            continue;
+    // The byte scan reads SQLite's own files; a PostgreSQL catalog's pages are the database
+    // server's (its vacuum, `Catalog::scrub`, reclaims them; docs/deploy.md).
+    if server.is_embedded() {
+        let mut reference_count = 0;
+        for file in files_under(server.data_dir()) {
+            let name = file
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
+            if !name.starts_with("catalog.db") {
+                continue;
+            }
+            let bytes = std::fs::read(&file).expect("read the catalog");
+            assert_eq!(
+                count_occurrences(&bytes, tab.as_bytes()),
+                0,
+                "the linked identifier is still in {}",
+                file.display()
+            );
+            assert_eq!(count_occurrences(&bytes, b"reload-1"), 0);
+            reference_count += count_occurrences(&bytes, deleted.as_bytes());
         }
-        let bytes = std::fs::read(&file).expect("read the catalog");
-        assert_eq!(
-            count_occurrences(&bytes, tab.as_bytes()),
-            0,
-            "the linked identifier is still in {}",
-            file.display()
-        );
-        assert_eq!(count_occurrences(&bytes, b"reload-1"), 0);
-        reference_count += count_occurrences(&bytes, deleted.as_bytes());
-    }
-    assert!(reference_count > 0, "the tombstone holds the reference");
-    // Every page of the catalog, and every page image in its write-ahead log, that holds the
-    // reference belongs to the tombstone (its table and unique index) or the deletion record
-    // (its table, and the index of pending deletions, which a page image from before the last
-    // checkpoint may still show).
-    let pages = catalog_pages_holding(&server.catalog_path(), &deleted);
-    assert!(!pages.is_empty());
-    for (place, page, owner) in &pages {
-        assert!(
-            [
-                "tombstones",
-                "sqlite_autoindex_tombstones_1",
-                "session_deletions",
-                "session_deletions_pending"
-            ]
-            .contains(&owner.as_str()),
-            "the reference is in {place} page {page}, owned by {owner}: {pages:?}"
-        );
+        assert!(reference_count > 0, "the tombstone holds the reference");
+        // Every page of the catalog, and every page image in its write-ahead log, that holds the
+        // reference belongs to the tombstone (its table and unique index) or the deletion record
+        // (its table, and the index of pending deletions, which a page image from before the last
+        // checkpoint may still show).
+        let pages = catalog_pages_holding(&server.catalog_path(), &deleted);
+        assert!(!pages.is_empty());
+        for (place, page, owner) in &pages {
+            assert!(
+                [
+                    "tombstones",
+                    "sqlite_autoindex_tombstones_1",
+                    "session_deletions",
+                    "session_deletions_pending"
+                ]
+                .contains(&owner.as_str()),
+                "the reference is in {place} page {page}, owned by {owner}: {pages:?}"
+            );
+        }
     }
     let tables = server.catalog_sql(&format!(
         "SELECT 'sessions', count(*) FROM sessions WHERE reference = '{deleted}' OR identifier IN ('{deleted}', '{tab}')
@@ -688,9 +699,8 @@ async fn compaction_merges_small_files_and_survives_a_crash() {
     // server's next start removes what it left (an uncommitted upload, or the replaced
     // files), and nothing is lost or doubled.
     for point in ["uploaded", "swapped"] {
-        let mut compact = std::process::Command::new(env!("CARGO_BIN_EXE_telltale"))
-            .args(["compact", "--survey", &survey.survey_id, "--data-dir"])
-            .arg(server.data_dir())
+        let mut compact = server
+            .command(&["compact", "--survey", &survey.survey_id])
             .env("TELLTALE_TEST_REWRITE_PAUSE", point)
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -760,8 +770,7 @@ async fn a_deletion_that_keeps_failing_ends_failed_with_its_error() {
     // The storage goes bad under the session's file: every erasure attempt fails reading it.
     let live = server.catalog_sql("SELECT path FROM lake_files WHERE kind = 'events'");
     for path in live.lines() {
-        std::fs::write(server.data_dir().join("lake").join(path), b"not parquet")
-            .expect("corrupt a lake file");
+        server.write_lake_object(path, b"not parquet");
     }
 
     let started = Instant::now();

@@ -114,9 +114,8 @@ async fn acknowledged_events_survive_sigkill_and_land_in_the_lake_exactly_once()
             );
         }
     }
-    let events_dir = server.data_dir().join("lake").join("events");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !events_dir.exists() {
+    while !server.lake_dir().join("events").exists() {
         assert!(Instant::now() < deadline, "no flush to the lake within 5 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

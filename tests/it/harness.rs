@@ -16,6 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
+use crate::stores::{self, ScaleOutStores};
+
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_telltale");
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -70,6 +72,9 @@ pub(crate) struct TestServer {
     client: reqwest::Client,
     /// Environment variables set on the next starts.
     env: Vec<(String, String)>,
+    /// The PostgreSQL database and S3 bucket of a scale-out run (`stores`); `None` on the
+    /// embedded default.
+    scale_out: Option<Arc<ScaleOutStores>>,
 }
 
 impl TestServer {
@@ -86,10 +91,41 @@ impl TestServer {
     /// Starts a server with extra `serve` arguments and environment variables, both kept for
     /// restarts and the environment also for `cli`.
     pub(crate) async fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        let root = tempfile::Builder::new()
-            .prefix("telltale-it-")
-            .tempdir()
-            .expect("create a temporary directory");
+        let root = new_root();
+        let scale_out = if stores::scale_out() {
+            Some(Arc::new(ScaleOutStores::create(root.path()).await))
+        } else {
+            None
+        };
+        TestServer::start_on(root, scale_out, extra_args, env).await
+    }
+
+    /// Starts a server on a PostgreSQL catalog and an S3 lake of its own, whatever
+    /// `TELLTALE_IT_STORES` says (the fleet tests).
+    pub(crate) async fn start_scale_out(extra_args: &[&str]) -> TestServer {
+        let root = new_root();
+        let stores = Arc::new(ScaleOutStores::create(root.path()).await);
+        TestServer::start_on(root, Some(stores), extra_args, &[]).await
+    }
+
+    /// Starts another instance, on a data dir (and log) of its own, sharing `first`'s catalog
+    /// and lake, as a second server behind a load balancer would. It uses `first`'s key.
+    pub(crate) async fn start_sharing(first: &TestServer, extra_args: &[&str]) -> TestServer {
+        let stores = first
+            .scale_out
+            .clone()
+            .expect("sharing needs a server on the scale-out stores");
+        let mut server = TestServer::start_on(new_root(), Some(stores), extra_args, &[]).await;
+        server.bootstrap_key = first.bootstrap_key.clone();
+        server
+    }
+
+    async fn start_on(
+        root: tempfile::TempDir,
+        scale_out: Option<Arc<ScaleOutStores>>,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
         let data_dir = root.path().join("data");
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -97,6 +133,7 @@ impl TestServer {
             .build()
             .expect("build the http client");
         let mut server = TestServer {
+            scale_out,
             root,
             data_dir,
             extra_args: with_default_flush_interval(extra_args),
@@ -129,13 +166,9 @@ impl TestServer {
             .join(format!("serve-{}.stderr", self.stderr_files.len() + 1));
         let stderr = File::create(&stderr_path).expect("create the stderr file");
         self.stderr_files.push(stderr_path);
-        let mut child = telltale_command()
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(["--bind", "127.0.0.1:0"])
+        let mut child = self
+            .command(&["serve", "--bind", "127.0.0.1:0"])
             .args(&self.extra_args)
-            .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
@@ -507,13 +540,29 @@ impl TestServer {
 
     // --- command line ---
 
-    /// Runs a CLI subcommand against this server's data dir.
+    /// `telltale ARGS` on this server's data dir and stores, with its environment.
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        let mut command = telltale_command();
+        command.args(args).arg("--data-dir").arg(&self.data_dir);
+        if let Some(stores) = &self.scale_out {
+            // A test that names its own catalog or lake keeps it.
+            let named =
+                |flag: &str| self.extra_args.iter().any(|arg| arg == flag) || args.contains(&flag);
+            if !named("--catalog") {
+                command.args(["--catalog", &stores.catalog_url]);
+            }
+            if !named("--lake") {
+                command.args(["--lake", &stores.lake_url()]);
+            }
+            command.envs(stores.env());
+        }
+        command.envs(self.env.iter().map(|(name, value)| (name, value)));
+        command
+    }
+
+    /// Runs a CLI subcommand against this server's data dir and stores.
     pub(crate) fn cli(&self, args: &[&str]) -> std::process::Output {
-        telltale_command()
-            .args(args)
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .envs(self.env.iter().map(|(name, value)| (name, value)))
+        self.command(args)
             .stdin(Stdio::null())
             .output()
             .expect("run the telltale command line")
@@ -573,9 +622,19 @@ impl TestServer {
         self.data_dir.join("catalog.db")
     }
 
-    /// Runs SQL on the SQLite catalog with the `sqlite3` tool, or Python's sqlite3 module when
-    /// the tool is not installed; returns what it printed (`|`-separated rows).
+    /// Whether this server runs on the embedded default (SQLite file, lake folder), where
+    /// tests may also inspect the stores' own files.
+    pub(crate) fn is_embedded(&self) -> bool {
+        self.scale_out.is_none()
+    }
+
+    /// Runs SQL on the catalog: with the `sqlite3` tool (or Python's sqlite3 module when the
+    /// tool is not installed) on the embedded default, with `psql` on PostgreSQL. Returns what
+    /// it printed (`|`-separated rows).
     pub(crate) fn catalog_sql(&self, sql: &str) -> String {
+        if let Some(stores) = &self.scale_out {
+            return stores.catalog_sql(sql);
+        }
         let catalog = self.catalog_path();
         let output = match Command::new("sqlite3")
             .arg("-cmd")
@@ -602,10 +661,35 @@ impl TestServer {
         String::from_utf8(output.stdout).expect("utf-8 output")
     }
 
-    /// The glob of every events Parquet file in this server's lake.
-    pub(crate) fn events_glob(&self) -> String {
-        format!("{}/lake/events/**/*.parquet", self.data_dir.display())
+    /// A folder holding the lake as it is now: the lake folder itself on the embedded
+    /// default, a fresh download of the bucket with an S3 lake.
+    pub(crate) fn lake_dir(&self) -> PathBuf {
+        match &self.scale_out {
+            Some(stores) => stores.mirror_lake(),
+            None => self.data_dir.join("lake"),
+        }
     }
+
+    /// Overwrites one object of the lake (a path relative to its root).
+    pub(crate) fn write_lake_object(&self, path: &str, bytes: &[u8]) {
+        match &self.scale_out {
+            Some(stores) => stores.put_object(path, bytes),
+            None => std::fs::write(self.data_dir.join("lake").join(path), bytes)
+                .expect("write a lake object"),
+        }
+    }
+
+    /// The glob of every events Parquet file in (a copy of) this server's lake.
+    pub(crate) fn events_glob(&self) -> String {
+        format!("{}/events/**/*.parquet", self.lake_dir().display())
+    }
+}
+
+fn new_root() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("telltale-it-")
+        .tempdir()
+        .expect("create a temporary directory")
 }
 
 impl Drop for TestServer {

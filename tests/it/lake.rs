@@ -104,7 +104,7 @@ async fn duckdb_reads_the_events_lake_with_hive_partitioning() {
     server.terminate_ok().await;
 
     // The layout: events/survey_id=<24hex>/date=<YYYY-MM-DD>/<file>.parquet
-    let events_dir = server.data_dir().join("lake").join("events");
+    let events_dir = server.lake_dir().join("events");
     let files = files_under(&events_dir);
     assert!(!files.is_empty(), "no events files");
     for file in &files {

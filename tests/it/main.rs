@@ -3,6 +3,7 @@
 //! operator and a data scientist would.
 
 mod harness;
+mod stores;
 
 mod browser;
 mod cli;
@@ -11,6 +12,7 @@ mod context;
 mod deletion;
 mod durability;
 mod embed;
+mod fleet;
 mod lake;
 mod lookup;
 mod provisioning;

@@ -3,71 +3,12 @@
 //! it through object_store. Batches flushed, read back by `telltale sql`, scored, and nothing
 //! written to the local folder the embedded default would use.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use serde_json::json;
 
 use crate::harness::{TestServer, batch, new_uuid, now_millis, pointermove, session_event};
+use crate::stores::{MotoServer, aws_env, create_bucket, start_moto};
 
 const BUCKET: &str = "telltale-lake";
-
-/// A moto S3 server on a free port; killed when dropped.
-struct MotoServer {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for MotoServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_moto() -> MotoServer {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .expect("bind a free port")
-        .local_addr()
-        .expect("address")
-        .port();
-    let child = Command::new("python3")
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start moto_server (pip install 'moto[server]'; .ci/run does)");
-    let moto = MotoServer {
-        child,
-        endpoint: format!("http://127.0.0.1:{port}"),
-    };
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("client");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        // moto accepts unsigned requests: creating the bucket is the readiness probe.
-        if let Ok(response) = client
-            .put(format!("{}/{BUCKET}", moto.endpoint))
-            .send()
-            .await
-            && response.status().is_success()
-        {
-            return moto;
-        }
-        assert!(Instant::now() < deadline, "moto_server did not start");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 /// Keys under `prefix` in the bucket, from S3's ListObjectsV2.
 async fn list_keys(moto: &MotoServer, prefix: &str) -> Vec<String> {
@@ -95,14 +36,13 @@ async fn list_keys(moto: &MotoServer, prefix: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn the_lake_lives_in_an_s3_bucket_when_asked() {
-    let moto = start_moto().await;
-    let env = [
-        ("AWS_ENDPOINT", moto.endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ];
+    let moto = start_moto();
+    create_bucket(&moto.endpoint, BUCKET).await;
+    let env = aws_env(&moto.endpoint);
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
     let lake_url = format!("s3://{BUCKET}/prod/lake");
     let mut server = TestServer::start_with_env(&["--lake", &lake_url], &env).await;
     let key = server.key().to_owned();

@@ -10,11 +10,11 @@ use crate::harness::{
     Reply, Survey, TestServer, assert_error, duckdb_query, is_hex24, new_uuid, now_millis, send,
 };
 
-const NO_API_LIMIT: &str = "100000";
+pub(crate) const NO_API_LIMIT: &str = "100000";
 
 /// Posts a synthetic session through the collector in batches of 40 events; returns its
 /// reference and how many events were acknowledged.
-async fn post_session(
+pub(crate) async fn post_session(
     server: &TestServer,
     survey: &Survey,
     behaviour: Behaviour,
@@ -47,11 +47,16 @@ pub(crate) const HAND_SET_MODEL: &str = concat!(
     "/scorer/models/telltale-v1.json"
 );
 
-fn runs_path(survey_id: &str) -> String {
+pub(crate) fn runs_path(survey_id: &str) -> String {
     format!("/integrations/v1/surveys/{survey_id}/scoring-runs")
 }
 
-async fn start_run(server: &TestServer, key: &str, survey_id: &str, body: Option<&str>) -> Reply {
+pub(crate) async fn start_run(
+    server: &TestServer,
+    key: &str,
+    survey_id: &str,
+    body: Option<&str>,
+) -> Reply {
     let mut request = server
         .client()
         .post(server.url(&runs_path(survey_id)))
@@ -64,7 +69,7 @@ async fn start_run(server: &TestServer, key: &str, survey_id: &str, body: Option
     send(request).await
 }
 
-async fn start_run_ok(
+pub(crate) async fn start_run_ok(
     server: &TestServer,
     key: &str,
     survey_id: &str,
@@ -75,7 +80,12 @@ async fn start_run_ok(
     reply.json()["data"].clone()
 }
 
-async fn get_run(server: &TestServer, key: &str, survey_id: &str, run_id: &str) -> Reply {
+pub(crate) async fn get_run(
+    server: &TestServer,
+    key: &str,
+    survey_id: &str,
+    run_id: &str,
+) -> Reply {
     let path = format!("{}/{run_id}", runs_path(survey_id));
     send(server.client().get(server.url(&path)).bearer_auth(key)).await
 }
@@ -86,7 +96,12 @@ async fn cancel_run(server: &TestServer, key: &str, survey_id: &str, run_id: &st
 }
 
 /// Polls a run until it is no longer `running`.
-async fn wait_finished(server: &TestServer, key: &str, survey_id: &str, run_id: &str) -> Value {
+pub(crate) async fn wait_finished(
+    server: &TestServer,
+    key: &str,
+    survey_id: &str,
+    run_id: &str,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let reply = get_run(server, key, survey_id, run_id).await;
@@ -101,7 +116,7 @@ async fn wait_finished(server: &TestServer, key: &str, survey_id: &str, run_id: 
 }
 
 /// Polls a run until `scored` reaches `at_least` while it still runs.
-async fn wait_scored(
+pub(crate) async fn wait_scored(
     server: &TestServer,
     key: &str,
     survey_id: &str,
@@ -253,7 +268,7 @@ async fn a_run_scores_every_session_and_lookup_reports_the_scores() {
 
     // The published tables, read by an outside reader and by `telltale sql`.
     server.terminate_ok().await;
-    let lake = server.data_dir().join("lake");
+    let lake = server.lake_dir();
     let scores = duckdb_query(&format!(
         "SELECT count(*) AS n, count(DISTINCT reference) AS refs, count(DISTINCT run_id) AS runs,
                 min(len(reasons)) AS min_reasons
@@ -522,7 +537,7 @@ async fn a_run_interrupted_by_sigkill_finishes_after_restart() {
     let scores = duckdb_query(&format!(
         "SELECT count(*) AS n, count(DISTINCT reference) AS refs
          FROM read_parquet('{}/scores/*/*.parquet')",
-        server.data_dir().join("lake").display()
+        server.lake_dir().display()
     ));
     assert_eq!(
         (&scores[0]["n"], &scores[0]["refs"]),

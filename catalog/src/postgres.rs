@@ -1,0 +1,1289 @@
+//! The scale-out backend: PostgreSQL, shared by any number of `telltale serve` instances.
+//!
+//! The schema and the semantics are the SQLite backend's (one conformance suite holds for
+//! both, `catalog/tests/conformance.rs`). What differs is concurrency: SQLite has one writer at
+//! a time, PostgreSQL runs transactions side by side at READ COMMITTED, so the places where
+//! that matters say how they stay correct:
+//!
+//! - one active scoring run per survey: the partial unique index, as in SQLite;
+//! - fences (only a run's or deletion's current owner writes): the owner check locks the row
+//!   (`FOR SHARE`/`FOR UPDATE`), so a claim cannot slip in between the check and the write;
+//! - claims of runs and deletions skip rows another instance is claiming (`SKIP LOCKED`)
+//!   instead of queueing behind it;
+//! - tombstones and tombstoned identifiers are polled by id (`id > last seen`): their inserts
+//!   take one advisory lock, so ids become visible in the order they were drawn and a poller
+//!   never skips one that commits late;
+//! - the integration API's per-key limit is counted here for the whole fleet
+//!   ([`Catalog::admit_api_request`]).
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Row};
+
+use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
+use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
+use crate::model::*;
+use crate::rows::{self, DELETION_COLUMNS, LAKE_FILE_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
+use crate::{Catalog, Error, Result, now_millis};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Advisory lock classes (the first half of a two-key advisory lock).
+const LOCK_TOMBSTONE_IDS: i32 = 1;
+const LOCK_API_KEY: i32 = 2;
+
+/// The database's own clock in Unix milliseconds: every instance reads one clock for leases
+/// and limits, so clock skew between machines cannot stretch or shrink them.
+const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+#[derive(Debug, Clone)]
+pub struct PgCatalog {
+    pool: PgPool,
+}
+
+type Tx<'c> = sqlx::Transaction<'c, Postgres>;
+
+impl PgCatalog {
+    /// Connects to `url` (`postgres://...`) and applies pending migrations. Concurrent
+    /// instances starting together are safe: sqlx's migrator holds an advisory lock.
+    pub async fn open(url: &str) -> Result<Self> {
+        let options = PgConnectOptions::from_str(url)?.application_name("telltale");
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    async fn run_by_id(&self, id: &RunId) -> Result<Option<ScoringRun>> {
+        let row = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE id = $1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::scoring_run).transpose()
+    }
+}
+
+/// Serializes the inserts of tombstone rows (see the module docs) until the transaction ends.
+async fn lock_tombstone_ids(tx: &mut Tx<'_>) -> Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+        .bind(LOCK_TOMBSTONE_IDS)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_lake_files(tx: &mut Tx<'_>, files: &[NewLakeFile], now: i64) -> Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let column = |f: fn(&NewLakeFile) -> Option<String>| files.iter().map(f).collect::<Vec<_>>();
+    sqlx::query(
+        "INSERT INTO lake_files (path, kind, survey_id, partition_date, row_count, size_bytes,
+                                 min_session, max_session, created_at)
+         SELECT path, kind, survey_id, partition_date, row_count, size_bytes, min_session,
+                max_session, $9::int8
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[],
+                     $7::text[], $8::text[])
+              AS f(path, kind, survey_id, partition_date, row_count, size_bytes, min_session,
+                   max_session)",
+    )
+    .bind(column(|f| Some(f.path.clone())))
+    .bind(column(|f| Some(f.kind.as_str().to_owned())))
+    .bind(column(|f| Some(f.survey_id.as_str().to_owned())))
+    .bind(column(|f| f.partition_date.clone()))
+    .bind(
+        files
+            .iter()
+            .map(|f| to_i64(f.row_count))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        files
+            .iter()
+            .map(|f| to_i64(f.size_bytes))
+            .collect::<Vec<_>>(),
+    )
+    .bind(column(|f| f.min_session.clone()))
+    .bind(column(|f| f.max_session.clone()))
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn set_watermark(
+    tx: &mut Tx<'_>,
+    instance: &str,
+    consumer: WalConsumer,
+    lsn: u64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO wal_watermarks (instance_id, consumer, lsn) VALUES ($1, $2, $3)
+         ON CONFLICT (instance_id, consumer)
+         DO UPDATE SET lsn = GREATEST(wal_watermarks.lsn, excluded.lsn)",
+    )
+    .bind(instance)
+    .bind(consumer.as_str())
+    .bind(to_i64(lsn))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_tombstoned_identifiers(
+    tx: &mut Tx<'_>,
+    survey: &SurveyId,
+    hashes: &[String],
+    now: i64,
+) -> Result<()> {
+    if hashes.is_empty() {
+        return Ok(());
+    }
+    lock_tombstone_ids(tx).await?;
+    sqlx::query(
+        "INSERT INTO tombstoned_identifiers (survey_id, identifier_sha256, created_at)
+         SELECT $1::text, h, $3::int8 FROM unnest($2::text[]) AS h
+         ON CONFLICT (survey_id, identifier_sha256) DO NOTHING",
+    )
+    .bind(survey.as_str())
+    .bind(hashes)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Sums deltas of the same identifier: one `INSERT ... ON CONFLICT DO UPDATE` may not touch a
+/// row twice in PostgreSQL.
+fn merge_deltas(deltas: &[SessionDelta]) -> Vec<SessionDelta> {
+    let mut merged: Vec<SessionDelta> = Vec::with_capacity(deltas.len());
+    let mut index: HashMap<(&str, &str), usize> = HashMap::with_capacity(deltas.len());
+    for delta in deltas {
+        let key = (delta.survey_id.as_str(), delta.identifier.as_str());
+        match index.get(&key) {
+            None => {
+                index.insert(key, merged.len());
+                merged.push(delta.clone());
+            }
+            Some(&at) => {
+                let existing = &mut merged[at];
+                // The reference rule of the upsert, applied as if the deltas came one by one.
+                if (delta.reference_explicit || existing.reference.is_none())
+                    && delta.reference.is_some()
+                {
+                    existing.reference = delta.reference.clone();
+                }
+                existing.reference_explicit |= delta.reference_explicit;
+                existing.event_count += delta.event_count;
+                existing.first_event_at = existing.first_event_at.min(delta.first_event_at);
+                existing.last_event_at = existing.last_event_at.max(delta.last_event_at);
+            }
+        }
+    }
+    merged
+}
+
+#[async_trait]
+impl Catalog for PgCatalog {
+    async fn create_organization(&self, name: &str) -> Result<Organization> {
+        let organization = Organization {
+            id: OrganizationId::generate(),
+            name: name.to_owned(),
+            created_at: now_millis(),
+        };
+        sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3)")
+            .bind(organization.id.as_str())
+            .bind(&organization.name)
+            .bind(organization.created_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(organization)
+    }
+
+    async fn delete_organization(&self, id: &OrganizationId) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE organizations SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL",
+        )
+        .bind(now_millis())
+        .bind(id.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn count_organizations(&self) -> Result<u64> {
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM organizations")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count.max(0) as u64)
+    }
+
+    async fn list_organizations(&self) -> Result<Vec<Organization>> {
+        let rows = sqlx::query(
+            "SELECT id, name, created_at FROM organizations WHERE deleted_at IS NULL
+             ORDER BY created_at, id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::organization).collect()
+    }
+
+    async fn create_key(
+        &self,
+        organization: &OrganizationId,
+        label: &str,
+        scopes: &[Scope],
+    ) -> Result<CreatedKey> {
+        let secret = IntegrationKeySecret::generate();
+        let info = KeyInfo {
+            prefix: secret.prefix().clone(),
+            organization_id: organization.clone(),
+            label: label.to_owned(),
+            scopes: scopes.to_vec(),
+            created_at: now_millis(),
+            revoked_at: None,
+        };
+        // One statement: the organization cannot be deleted between the check and the insert.
+        let inserted = sqlx::query(
+            "INSERT INTO integration_keys
+                 (prefix, organization_id, secret_sha256, label, scopes, created_at)
+             SELECT $1, id, $2, $3, $4, $5 FROM organizations
+             WHERE id = $6 AND deleted_at IS NULL",
+        )
+        .bind(info.prefix.as_str())
+        .bind(secret.sha256_hex())
+        .bind(&info.label)
+        .bind(Scope::join(&info.scopes))
+        .bind(info.created_at)
+        .bind(organization.as_str())
+        .execute(&self.pool)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(Error::OrganizationNotFound(organization.to_string()));
+        }
+        Ok(CreatedKey { secret, info })
+    }
+
+    async fn list_keys(&self, organization: &OrganizationId) -> Result<Vec<KeyInfo>> {
+        let rows = sqlx::query(
+            "SELECT prefix, organization_id, label, scopes, created_at, revoked_at
+             FROM integration_keys WHERE organization_id = $1 ORDER BY created_at, prefix",
+        )
+        .bind(organization.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::key_info).collect()
+    }
+
+    async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE integration_keys SET revoked_at = $1 WHERE prefix = $2 AND revoked_at IS NULL",
+        )
+        .bind(now_millis())
+        .bind(prefix.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn authenticate(
+        &self,
+        secret: &IntegrationKeySecret,
+    ) -> Result<Option<AuthenticatedKey>> {
+        let row = sqlx::query(
+            "SELECT k.prefix, k.organization_id, k.label, k.scopes, k.created_at, k.revoked_at,
+                    k.secret_sha256, o.name AS organization_name, o.deleted_at
+             FROM integration_keys k JOIN organizations o ON o.id = k.organization_id
+             WHERE k.prefix = $1",
+        )
+        .bind(secret.prefix().as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => rows::authenticated_key(&row, &secret.sha256_hex()),
+            None => Ok(None),
+        }
+    }
+
+    fn counts_api_requests(&self) -> bool {
+        true
+    }
+
+    async fn admit_api_request(
+        &self,
+        key: &KeyPrefix,
+        limit: u32,
+        window_ms: i64,
+    ) -> Result<ApiAdmission> {
+        let mut tx = self.pool.begin().await?;
+        // A lost row only lets one request more through after a database crash: not worth a
+        // disk flush per API request.
+        sqlx::query("SET LOCAL synchronous_commit = off")
+            .execute(&mut *tx)
+            .await?;
+        // One key's requests are counted one at a time, on every instance.
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(LOCK_API_KEY)
+            .bind(key.as_str())
+            .execute(&mut *tx)
+            .await?;
+        let now: i64 = sqlx::query_scalar(&format!("SELECT {DB_NOW}"))
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM api_requests WHERE key_prefix = $1 AND accepted_at <= $2")
+            .bind(key.as_str())
+            .bind(now - window_ms)
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query(
+            "SELECT count(*) AS accepted, min(accepted_at) AS oldest
+             FROM api_requests WHERE key_prefix = $1",
+        )
+        .bind(key.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        let accepted: i64 = row.try_get("accepted")?;
+        let oldest: Option<i64> = row.try_get("oldest")?;
+        let admission = if accepted < i64::from(limit) {
+            sqlx::query("INSERT INTO api_requests (key_prefix, accepted_at) VALUES ($1, $2)")
+                .bind(key.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            ApiAdmission::Accepted
+        } else {
+            ApiAdmission::Refused {
+                wait_ms: (oldest.unwrap_or(now) + window_ms - now).max(0),
+            }
+        };
+        tx.commit().await?;
+        Ok(admission)
+    }
+
+    async fn provision_survey(
+        &self,
+        organization: &OrganizationId,
+        external_survey_id: &str,
+        name: &str,
+    ) -> Result<Survey> {
+        let now = now_millis();
+        // One statement: concurrent provisioning of the same external id cannot create two.
+        let row = sqlx::query(&format!(
+            "INSERT INTO surveys
+                 (id, organization_id, external_survey_id, name, tracking_key, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $6)
+             ON CONFLICT (organization_id, external_survey_id)
+             DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at
+             RETURNING {SURVEY_COLUMNS}"
+        ))
+        .bind(SurveyId::generate().as_str())
+        .bind(organization.as_str())
+        .bind(external_survey_id)
+        .bind(name)
+        .bind(TrackingKey::generate().as_str())
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        rows::survey(&row)
+    }
+
+    async fn survey(&self, organization: &OrganizationId, id: &SurveyId) -> Result<Option<Survey>> {
+        let row = sqlx::query(&format!(
+            "SELECT {SURVEY_COLUMNS} FROM surveys WHERE id = $1 AND organization_id = $2"
+        ))
+        .bind(id.as_str())
+        .bind(organization.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::survey).transpose()
+    }
+
+    async fn survey_by_id(&self, id: &SurveyId) -> Result<Option<Survey>> {
+        let row = sqlx::query(&format!(
+            "SELECT {SURVEY_COLUMNS} FROM surveys WHERE id = $1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::survey).transpose()
+    }
+
+    async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>> {
+        let id: Option<String> =
+            sqlx::query_scalar("SELECT id FROM surveys WHERE tracking_key = $1")
+                .bind(tracking_key.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(id.map(SurveyId::from_stored))
+    }
+
+    async fn wal_watermark(&self, instance: &str, consumer: WalConsumer) -> Result<u64> {
+        let lsn: Option<i64> = sqlx::query_scalar(
+            "SELECT lsn FROM wal_watermarks WHERE instance_id = $1 AND consumer = $2",
+        )
+        .bind(instance)
+        .bind(consumer.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(lsn.unwrap_or(0).max(0) as u64)
+    }
+
+    async fn apply_session_stats(
+        &self,
+        instance: &str,
+        through_lsn: u64,
+        deltas: &[SessionDelta],
+    ) -> Result<()> {
+        let deltas = merge_deltas(deltas);
+        let mut tx = self.pool.begin().await?;
+        if !deltas.is_empty() {
+            // One statement whatever the batch size: the columns travel as seven arrays.
+            sqlx::query(
+                "INSERT INTO sessions (survey_id, identifier, reference, reference_explicit,
+                                       event_count, first_event_at, last_event_at)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[],
+                                      $5::int8[], $6::int8[], $7::int8[])
+                 ON CONFLICT (survey_id, identifier) DO UPDATE SET
+                     reference = CASE WHEN excluded.reference_explicit
+                                      THEN excluded.reference
+                                      ELSE coalesce(sessions.reference, excluded.reference) END,
+                     reference_explicit = sessions.reference_explicit OR excluded.reference_explicit,
+                     event_count = sessions.event_count + excluded.event_count,
+                     first_event_at = LEAST(sessions.first_event_at, excluded.first_event_at),
+                     last_event_at = GREATEST(sessions.last_event_at, excluded.last_event_at)",
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| d.survey_id.as_str().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| d.identifier.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| d.reference.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| d.reference_explicit)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| to_i64(d.event_count))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| d.first_event_at)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| d.last_event_at)
+                    .collect::<Vec<_>>(),
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+        set_watermark(&mut tx, instance, WalConsumer::Stats, through_lsn).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn commit_event_files(
+        &self,
+        instance: &str,
+        through_lsn: u64,
+        files: &[NewLakeFile],
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        insert_lake_files(&mut tx, files, now_millis()).await?;
+        set_watermark(&mut tx, instance, WalConsumer::Lake, through_lsn).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn lookup_sessions(
+        &self,
+        survey: &SurveyId,
+        references: &[String],
+    ) -> Result<Vec<SessionSummary>> {
+        if references.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Driven by the wanted references: each is one probe of the covering index and one
+        // of the scores' primary key, whatever the survey's size.
+        let rows = sqlx::query(
+            "SELECT w.reference, s.event_count, s.first_event_at, s.last_event_at,
+                    sc.human_score_percent, sc.score_band, sc.scored_at, sc.model_version
+             FROM (SELECT DISTINCT unnest($2::text[]) AS reference) w
+             CROSS JOIN LATERAL (
+                 SELECT count(*) AS identifiers, sum(event_count)::int8 AS event_count,
+                        min(first_event_at) AS first_event_at, max(last_event_at) AS last_event_at
+                 FROM sessions WHERE survey_id = $1 AND reference = w.reference) s
+             LEFT JOIN session_scores sc ON sc.survey_id = $1 AND sc.reference = w.reference
+             WHERE s.identifiers > 0 OR sc.reference IS NOT NULL",
+        )
+        .bind(survey.as_str())
+        .bind(references)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let percent: Option<f64> = row.try_get("human_score_percent")?;
+                let band: Option<String> = row.try_get("score_band")?;
+                let scored_at: Option<i64> = row.try_get("scored_at")?;
+                let model: Option<String> = row.try_get("model_version")?;
+                let score = match (percent, band, scored_at, model) {
+                    (Some(human_score_percent), Some(score_band), Some(scored_at), Some(model)) => {
+                        Some(SessionScore {
+                            human_score_percent,
+                            score_band,
+                            scored_at,
+                            model_version: model,
+                        })
+                    }
+                    _ => None,
+                };
+                let event_count: Option<i64> = row.try_get("event_count")?;
+                Ok(SessionSummary {
+                    reference: row.try_get("reference")?,
+                    event_count: event_count.unwrap_or(0).max(0) as u64,
+                    first_event_at: row.try_get("first_event_at")?,
+                    last_event_at: row.try_get("last_event_at")?,
+                    score,
+                })
+            })
+            .collect()
+    }
+
+    async fn session_references(
+        &self,
+        survey: &SurveyId,
+        identifiers: &[String],
+    ) -> Result<Vec<(String, String)>> {
+        if identifiers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT identifier, reference FROM sessions
+             WHERE survey_id = $1 AND identifier = ANY($2) AND reference IS NOT NULL",
+        )
+        .bind(survey.as_str())
+        .bind(identifiers)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("identifier")?, row.try_get("reference")?)))
+            .collect()
+    }
+
+    async fn live_files(
+        &self,
+        kind: LakeFileKind,
+        survey: Option<&SurveyId>,
+    ) -> Result<Vec<LakeFile>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {LAKE_FILE_COLUMNS} FROM lake_files
+             WHERE kind = $1 AND ($2::text IS NULL OR survey_id = $2) ORDER BY id"
+        ))
+        .bind(kind.as_str())
+        .bind(survey.map(SurveyId::as_str))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::lake_file).collect()
+    }
+
+    async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>> {
+        let rows = sqlx::query(
+            "SELECT id, survey_id, reference, created_at FROM tombstones WHERE id > $1 ORDER BY id",
+        )
+        .bind(after)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::tombstone).collect()
+    }
+
+    async fn start_scoring_run(
+        &self,
+        survey: &SurveyId,
+        force: bool,
+    ) -> Result<(ScoringRun, bool)> {
+        // The partial unique index admits one `running` row per survey; a concurrent insert
+        // waits for the first to commit and then inserts nothing. The loser returns the
+        // winner; if that run ended in between, it tries again.
+        for _ in 0..10 {
+            let id = RunId::generate();
+            let now = now_millis();
+            let inserted = sqlx::query(&format!(
+                "INSERT INTO scoring_runs
+                     (id, survey_id, force, status, created_at, started_at, updated_at)
+                 VALUES ($1, $2, $3, 'running', $4, $4, $4)
+                 ON CONFLICT DO NOTHING
+                 RETURNING {RUN_COLUMNS}"
+            ))
+            .bind(id.as_str())
+            .bind(survey.as_str())
+            .bind(force)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(row) = inserted {
+                return Ok((rows::scoring_run(&row)?, true));
+            }
+            let active = sqlx::query(&format!(
+                "SELECT {RUN_COLUMNS} FROM scoring_runs
+                 WHERE survey_id = $1 AND status = 'running'"
+            ))
+            .bind(survey.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(row) = active {
+                return Ok((rows::scoring_run(&row)?, false));
+            }
+        }
+        Err(Error::Corrupt(
+            "could not start a run: the active run kept changing".to_owned(),
+        ))
+    }
+
+    async fn scoring_run(&self, survey: &SurveyId, id: &RunId) -> Result<Option<ScoringRun>> {
+        Ok(self
+            .run_by_id(id)
+            .await?
+            .filter(|run| &run.survey_id == survey))
+    }
+
+    async fn request_run_cancel(
+        &self,
+        survey: &SurveyId,
+        id: &RunId,
+        requested_by: &str,
+    ) -> Result<Option<ScoringRun>> {
+        sqlx::query(
+            "UPDATE scoring_runs SET cancel_requested_at = $1, cancel_requested_by = $2,
+                                     updated_at = $1
+             WHERE id = $3 AND survey_id = $4 AND status = 'running'
+               AND cancel_requested_at IS NULL",
+        )
+        .bind(now_millis())
+        .bind(requested_by)
+        .bind(id.as_str())
+        .bind(survey.as_str())
+        .execute(&self.pool)
+        .await?;
+        self.scoring_run(survey, id).await
+    }
+
+    async fn claimable_scoring_runs(&self, owner: &str) -> Result<Vec<ScoringRun>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM scoring_runs
+             WHERE status = 'running'
+               AND (owner IS NULL OR owner = $1 OR lease_until IS NULL OR lease_until < $2)
+             ORDER BY created_at"
+        ))
+        .bind(owner)
+        .bind(now_millis())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::scoring_run).collect()
+    }
+
+    async fn claim_scoring_run(
+        &self,
+        id: &RunId,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<Option<ScoringRun>> {
+        let now = now_millis();
+        // SKIP LOCKED: when another instance is claiming (or fencing on) the run right now,
+        // this one moves on instead of waiting to find it taken.
+        let row = sqlx::query(&format!(
+            "UPDATE scoring_runs SET owner = $1, lease_until = $2
+             WHERE id = (SELECT id FROM scoring_runs
+                         WHERE id = $3 AND status = 'running'
+                           AND (owner IS NULL OR owner = $1 OR lease_until IS NULL
+                                OR lease_until < $4)
+                         FOR UPDATE SKIP LOCKED)
+             RETURNING {RUN_COLUMNS}"
+        ))
+        .bind(owner)
+        .bind(now.saturating_add(lease_ms))
+        .bind(id.as_str())
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::scoring_run).transpose()
+    }
+
+    async fn report_run_progress(
+        &self,
+        id: &RunId,
+        owner: &str,
+        lease_ms: i64,
+        progress: &RunProgress,
+    ) -> Result<RunControl> {
+        let now = now_millis();
+        let cancel_requested: Option<Option<i64>> = sqlx::query_scalar(
+            "UPDATE scoring_runs SET total = $1, scored = $2, skipped = $3, failed = $4,
+                                     failures = $5, updated_at = $6, lease_until = $7
+             WHERE id = $8 AND owner = $9 AND status = 'running'
+             RETURNING cancel_requested_at",
+        )
+        .bind(to_i64(progress.total))
+        .bind(to_i64(progress.scored))
+        .bind(to_i64(progress.skipped))
+        .bind(to_i64(progress.failed))
+        .bind(rows::failures_json(&progress.failures)?)
+        .bind(now)
+        .bind(now.saturating_add(lease_ms))
+        .bind(id.as_str())
+        .bind(owner)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match cancel_requested {
+            None => RunControl::LeaseLost,
+            Some(Some(_)) => RunControl::CancelRequested,
+            Some(None) => RunControl::Continue,
+        })
+    }
+
+    async fn finish_scoring_run(
+        &self,
+        id: &RunId,
+        owner: &str,
+        progress: &RunProgress,
+        outcome: &RunOutcome,
+    ) -> Result<bool> {
+        let (status, error) = match outcome {
+            RunOutcome::Completed => (RunStatus::Completed, None),
+            RunOutcome::Failed { error } => (RunStatus::Failed, Some(error.as_str())),
+            RunOutcome::Canceled => (RunStatus::Canceled, None),
+        };
+        let finished = sqlx::query(
+            "UPDATE scoring_runs SET status = $1, total = $2, scored = $3, skipped = $4,
+                                     failed = $5, failures = $6, error = $7, updated_at = $8,
+                                     completed_at = CASE WHEN $9 THEN NULL ELSE $8 END,
+                                     canceled_at = CASE WHEN $9 THEN $8 ELSE NULL END,
+                                     canceled_by = CASE WHEN $9 THEN cancel_requested_by
+                                                        ELSE NULL END,
+                                     owner = NULL, lease_until = NULL
+             WHERE id = $10 AND owner = $11 AND status = 'running'",
+        )
+        .bind(status.as_str())
+        .bind(to_i64(progress.total))
+        .bind(to_i64(progress.scored))
+        .bind(to_i64(progress.skipped))
+        .bind(to_i64(progress.failed))
+        .bind(rows::failures_json(&progress.failures)?)
+        .bind(error)
+        .bind(now_millis())
+        .bind(matches!(outcome, RunOutcome::Canceled))
+        .bind(id.as_str())
+        .bind(owner)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(finished == 1)
+    }
+
+    async fn survey_sessions(&self, survey: &SurveyId) -> Result<Vec<SessionIdentity>> {
+        let rows = sqlx::query(
+            "SELECT identifier, reference, event_count FROM sessions s
+             WHERE survey_id = $1
+               AND NOT EXISTS (SELECT 1 FROM tombstones t
+                               WHERE t.survey_id = s.survey_id AND t.reference = s.reference)",
+        )
+        .bind(survey.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::session_identity).collect()
+    }
+
+    async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>> {
+        let rows = sqlx::query("SELECT reference, run_id FROM session_scores WHERE survey_id = $1")
+            .bind(survey.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(rows::scored_reference).collect()
+    }
+
+    async fn record_scores(
+        &self,
+        survey: &SurveyId,
+        run: &RunId,
+        owner: &str,
+        scores: &[NewScore],
+        files: &[NewLakeFile],
+    ) -> Result<bool> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        // The fence: only the run's current owner may publish. `FOR SHARE` holds the run row
+        // until commit, so a claim by another instance waits and cannot interleave.
+        let owned: Option<i32> = sqlx::query_scalar(
+            "SELECT 1 FROM scoring_runs WHERE id = $1 AND owner = $2 AND status = 'running'
+             FOR SHARE",
+        )
+        .bind(run.as_str())
+        .bind(owner)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if owned.is_none() {
+            return Ok(false);
+        }
+        // A reference scored twice in one call keeps its last score, as sequential upserts
+        // would (one statement may not update a row twice).
+        let mut last_of: HashMap<&str, &NewScore> = HashMap::with_capacity(scores.len());
+        for score in scores {
+            last_of.insert(score.reference.as_str(), score);
+        }
+        let scores: Vec<&NewScore> = last_of.into_values().collect();
+        if !scores.is_empty() {
+            sqlx::query(
+                "INSERT INTO session_scores (survey_id, reference, human_score_percent,
+                                             score_band, scored_at, model_version, run_id)
+                 SELECT $1::text, * FROM unnest($2::text[], $3::float8[], $4::text[], $5::int8[],
+                                          $6::text[], $7::text[])
+                 ON CONFLICT (survey_id, reference) DO UPDATE SET
+                     human_score_percent = excluded.human_score_percent,
+                     score_band = excluded.score_band,
+                     scored_at = excluded.scored_at,
+                     model_version = excluded.model_version,
+                     run_id = excluded.run_id",
+            )
+            .bind(survey.as_str())
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| s.reference.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| s.human_score_percent)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| s.score_band.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(scores.iter().map(|s| s.scored_at).collect::<Vec<_>>())
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| s.model_version.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| s.run_id.as_str().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+        insert_lake_files(&mut tx, files, now).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool> {
+        let active: Option<i32> = sqlx::query_scalar(
+            "SELECT 1 FROM scoring_runs WHERE survey_id = $1 AND status = 'running'",
+        )
+        .bind(survey.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(active.is_some())
+    }
+
+    async fn request_session_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<SessionDeletion> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        lock_tombstone_ids(&mut tx).await?;
+        sqlx::query(
+            "INSERT INTO tombstones (survey_id, reference, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (survey_id, reference) DO NOTHING",
+        )
+        .bind(survey.as_str())
+        .bind(reference)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO session_deletions
+                 (survey_id, reference, status, attempts, requested_at, updated_at, next_attempt_at)
+             VALUES ($1, $2, 'pending', 0, $3, $3, $3)
+             ON CONFLICT (survey_id, reference) DO UPDATE SET
+                 status = 'pending', attempts = 0, error = NULL, completed_at = NULL,
+                 updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
+                 owner = NULL, lease_until = NULL
+             WHERE session_deletions.status = 'failed'",
+        )
+        .bind(survey.as_str())
+        .bind(reference)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {DELETION_COLUMNS} FROM session_deletions
+             WHERE survey_id = $1 AND reference = $2"
+        ))
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        rows::deletion(&row)
+    }
+
+    async fn session_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Option<SessionDeletion>> {
+        let row = sqlx::query(&format!(
+            "SELECT {DELETION_COLUMNS} FROM session_deletions
+             WHERE survey_id = $1 AND reference = $2"
+        ))
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::deletion).transpose()
+    }
+
+    async fn claimable_deletions(&self, owner: &str, now: i64) -> Result<Vec<SessionDeletion>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DELETION_COLUMNS} FROM session_deletions
+             WHERE status = 'pending' AND next_attempt_at <= $1
+               AND (owner IS NULL OR owner = $2 OR lease_until < $1)
+             ORDER BY requested_at"
+        ))
+        .bind(now)
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::deletion).collect()
+    }
+
+    async fn claim_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<bool> {
+        let now = now_millis();
+        // SKIP LOCKED: a deletion another instance is claiming right now is simply not ours.
+        let claimed = sqlx::query(
+            "UPDATE session_deletions SET owner = $1, lease_until = $2
+             WHERE (survey_id, reference) IN (
+                 SELECT survey_id, reference FROM session_deletions
+                 WHERE survey_id = $3 AND reference = $4 AND status = 'pending'
+                   AND (owner IS NULL OR owner = $1 OR lease_until < $5)
+                 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(owner)
+        .bind(now.saturating_add(lease_ms))
+        .bind(survey.as_str())
+        .bind(reference)
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(claimed == 1)
+    }
+
+    async fn set_back_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+        setback: &DeletionSetback,
+    ) -> Result<Option<SessionDeletion>> {
+        let row = match setback {
+            DeletionSetback::Failed {
+                error,
+                retry_at,
+                max_attempts,
+            } => {
+                sqlx::query(&format!(
+                    "UPDATE session_deletions SET
+                         attempts = attempts + 1,
+                         status = CASE WHEN attempts + 1 >= $1 THEN 'failed' ELSE 'pending' END,
+                         error = $2, next_attempt_at = $3, updated_at = $4,
+                         owner = NULL, lease_until = NULL
+                     WHERE survey_id = $5 AND reference = $6 AND status = 'pending'
+                       AND owner = $7
+                     RETURNING {DELETION_COLUMNS}"
+                ))
+                .bind(i64::from(*max_attempts))
+                .bind(error)
+                .bind(retry_at)
+                .bind(now_millis())
+                .bind(survey.as_str())
+                .bind(reference)
+                .bind(owner)
+                .fetch_optional(&self.pool)
+                .await?
+            }
+            DeletionSetback::Deferred { retry_at } => {
+                sqlx::query(&format!(
+                    "UPDATE session_deletions SET
+                         next_attempt_at = $1, owner = NULL, lease_until = NULL
+                     WHERE survey_id = $2 AND reference = $3 AND status = 'pending'
+                       AND owner = $4
+                     RETURNING {DELETION_COLUMNS}"
+                ))
+                .bind(retry_at)
+                .bind(survey.as_str())
+                .bind(reference)
+                .bind(owner)
+                .fetch_optional(&self.pool)
+                .await?
+            }
+        };
+        row.as_ref().map(rows::deletion).transpose()
+    }
+
+    async fn complete_deletion(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        owner: &str,
+    ) -> Result<bool> {
+        let completed = sqlx::query(
+            "UPDATE session_deletions SET
+                 status = 'completed', attempts = attempts + 1, error = NULL,
+                 completed_at = $1, updated_at = $1, owner = NULL, lease_until = NULL
+             WHERE survey_id = $2 AND reference = $3 AND status = 'pending' AND owner = $4",
+        )
+        .bind(now_millis())
+        .bind(survey.as_str())
+        .bind(reference)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(completed == 1)
+    }
+
+    async fn reference_identifiers(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT identifier FROM sessions WHERE survey_id = $1 AND reference = $2",
+        )
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn tombstone_identifiers(&self, survey: &SurveyId, hashes: &[String]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        insert_tombstoned_identifiers(&mut tx, survey, hashes, now_millis()).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn tombstoned_identifiers_after(&self, after: i64) -> Result<Vec<TombstonedIdentifier>> {
+        let rows = sqlx::query(
+            "SELECT id, survey_id, identifier_sha256 FROM tombstoned_identifiers
+             WHERE id > $1 ORDER BY id",
+        )
+        .bind(after)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::tombstoned_identifier).collect()
+    }
+
+    async fn record_pending_uploads(&self, owner: &str, paths: &[String]) -> Result<()> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO lake_unlinked_objects (path, owner, created_at)
+             SELECT DISTINCT p, $2, $3::int8 FROM unnest($1::text[]) AS p
+             ON CONFLICT (path) DO UPDATE SET owner = excluded.owner,
+                                              created_at = excluded.created_at",
+        )
+        .bind(paths)
+        .bind(owner)
+        .bind(now_millis())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn swap_lake_files(
+        &self,
+        swap: &FileSwap,
+        erasure: Option<&SessionErasure>,
+    ) -> Result<bool> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        for path in &swap.removed {
+            // A concurrent swap removing the same file holds its row; this one waits, then
+            // finds it gone and rolls back (dropping `tx`).
+            let removed = sqlx::query("DELETE FROM lake_files WHERE path = $1")
+                .bind(path)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if removed != 1 {
+                return Ok(false);
+            }
+            sqlx::query(
+                "INSERT INTO lake_unlinked_objects (path, owner, created_at) VALUES ($1, NULL, $2)
+                 ON CONFLICT (path) DO UPDATE SET owner = NULL",
+            )
+            .bind(path)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        insert_lake_files(&mut tx, &swap.added, now).await?;
+        let added: Vec<String> = swap.added.iter().map(|file| file.path.clone()).collect();
+        sqlx::query("DELETE FROM lake_unlinked_objects WHERE path = ANY($1)")
+            .bind(&added)
+            .execute(&mut *tx)
+            .await?;
+        if let Some(erasure) = erasure {
+            let survey = erasure.survey_id.as_str();
+            sqlx::query(
+                "DELETE FROM sessions WHERE survey_id = $1
+                   AND (reference = $2 OR identifier = ANY($3))",
+            )
+            .bind(survey)
+            .bind(&erasure.reference)
+            .bind(&erasure.identifiers)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("DELETE FROM session_scores WHERE survey_id = $1 AND reference = $2")
+                .bind(survey)
+                .bind(&erasure.reference)
+                .execute(&mut *tx)
+                .await?;
+            insert_tombstoned_identifiers(
+                &mut tx,
+                &erasure.survey_id,
+                &erasure.identifier_hashes,
+                now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>> {
+        let rows = sqlx::query(
+            "SELECT u.path, u.owner, u.created_at FROM lake_unlinked_objects u
+             WHERE NOT EXISTS (SELECT 1 FROM lake_files f WHERE f.path = u.path)
+             ORDER BY u.path",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::unlinked_object).collect()
+    }
+
+    async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        sqlx::query("DELETE FROM lake_unlinked_objects WHERE path = ANY($1)")
+            .bind(paths)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Deleted rows stay in PostgreSQL's heap pages as dead tuples until a vacuum prunes
+    /// them; this vacuums the tables an erasure deletes from, so the rows' space is reclaimed
+    /// now rather than at autovacuum's leisure. What the server's own write-ahead log and
+    /// backups retain is the operator's to bound (docs/deploy.md).
+    async fn scrub(&self) -> Result<()> {
+        sqlx::raw_sql("VACUUM sessions, session_scores, lake_files")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Nothing to fold: PostgreSQL checkpoints on its own, and autovacuum analyses the
+    /// tables a large run wrote to.
+    async fn checkpoint(&self) -> Result<bool> {
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(
+        identifier: &str,
+        reference: Option<&str>,
+        explicit: bool,
+        count: u64,
+    ) -> SessionDelta {
+        SessionDelta {
+            survey_id: SurveyId::from_stored("a".repeat(24)),
+            identifier: identifier.to_owned(),
+            reference: reference.map(str::to_owned),
+            reference_explicit: explicit,
+            event_count: count,
+            first_event_at: count as i64,
+            last_event_at: 10 * count as i64,
+        }
+    }
+
+    #[test]
+    fn merged_deltas_sum_per_identifier_and_keep_an_explicit_reference() {
+        let merged = merge_deltas(&[
+            delta("a", Some("default"), false, 2),
+            delta("b", None, false, 1),
+            delta("a", Some("explicit"), true, 3),
+            delta("a", Some("later-default"), false, 4),
+        ]);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].identifier, "a");
+        assert_eq!(merged[0].event_count, 9);
+        assert_eq!(merged[0].reference.as_deref(), Some("explicit"));
+        assert!(merged[0].reference_explicit);
+        assert_eq!((merged[0].first_event_at, merged[0].last_event_at), (2, 40));
+        assert_eq!(merged[1].event_count, 1);
+    }
+}

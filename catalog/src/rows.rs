@@ -1,0 +1,234 @@
+//! Reading catalog records out of result rows, once for both backends.
+//!
+//! The two backends store the same columns; only the row type differs. [`Columns`] is the
+//! handful of typed reads the records need, implemented for each backend's row, so each
+//! record is mapped by one function.
+
+use sqlx::Row;
+
+use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
+use crate::keys::{KeyPrefix, Scope};
+use crate::model::*;
+use crate::{Error, Result};
+
+/// The typed column reads the record mappers use.
+pub(crate) trait Columns {
+    fn text(&self, column: &str) -> Result<String>;
+    fn opt_text(&self, column: &str) -> Result<Option<String>>;
+    fn int(&self, column: &str) -> Result<i64>;
+    fn opt_int(&self, column: &str) -> Result<Option<i64>>;
+    fn flag(&self, column: &str) -> Result<bool>;
+
+    /// A non-negative count (stored signed).
+    fn count(&self, column: &str) -> Result<u64> {
+        Ok(self.int(column)?.max(0) as u64)
+    }
+}
+
+macro_rules! columns_for {
+    ($row:ty) => {
+        impl Columns for $row {
+            fn text(&self, column: &str) -> Result<String> {
+                Ok(self.try_get(column)?)
+            }
+            fn opt_text(&self, column: &str) -> Result<Option<String>> {
+                Ok(self.try_get(column)?)
+            }
+            fn int(&self, column: &str) -> Result<i64> {
+                Ok(self.try_get(column)?)
+            }
+            fn opt_int(&self, column: &str) -> Result<Option<i64>> {
+                Ok(self.try_get(column)?)
+            }
+            fn flag(&self, column: &str) -> Result<bool> {
+                Ok(self.try_get(column)?)
+            }
+        }
+    };
+}
+
+columns_for!(sqlx::sqlite::SqliteRow);
+columns_for!(sqlx::postgres::PgRow);
+
+pub(crate) fn organization(row: &impl Columns) -> Result<Organization> {
+    Ok(Organization {
+        id: OrganizationId::from_stored(row.text("id")?),
+        name: row.text("name")?,
+        created_at: row.int("created_at")?,
+    })
+}
+
+pub(crate) fn key_info(row: &impl Columns) -> Result<KeyInfo> {
+    let prefix = row.text("prefix")?;
+    let scopes = row.text("scopes")?;
+    Ok(KeyInfo {
+        prefix: KeyPrefix::parse(&prefix)
+            .ok_or_else(|| Error::Corrupt(format!("key prefix {prefix:?}")))?,
+        organization_id: OrganizationId::from_stored(row.text("organization_id")?),
+        label: row.text("label")?,
+        scopes: Scope::parse_list(&scopes).map_err(Error::Corrupt)?,
+        created_at: row.int("created_at")?,
+        revoked_at: row.opt_int("revoked_at")?,
+    })
+}
+
+/// A key row joined with its organization's `organization_name` and `deleted_at`, checked
+/// against the presented secret's digest. `None` for a wrong secret or a revoked key.
+pub(crate) fn authenticated_key(
+    row: &impl Columns,
+    presented_sha256: &str,
+) -> Result<Option<AuthenticatedKey>> {
+    // Comparing digests: timing reveals nothing useful about the secret itself.
+    if row.text("secret_sha256")? != presented_sha256 {
+        return Ok(None);
+    }
+    let key = key_info(row)?;
+    if key.revoked_at.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(AuthenticatedKey {
+        key,
+        organization_name: row.text("organization_name")?,
+        organization_deleted: row.opt_int("deleted_at")?.is_some(),
+    }))
+}
+
+pub(crate) const SURVEY_COLUMNS: &str =
+    "id, organization_id, external_survey_id, name, tracking_key, created_at, updated_at";
+
+pub(crate) fn survey(row: &impl Columns) -> Result<Survey> {
+    Ok(Survey {
+        id: SurveyId::from_stored(row.text("id")?),
+        organization_id: OrganizationId::from_stored(row.text("organization_id")?),
+        external_survey_id: row.text("external_survey_id")?,
+        name: row.text("name")?,
+        tracking_key: TrackingKey::from_stored(row.text("tracking_key")?),
+        created_at: row.int("created_at")?,
+        updated_at: row.int("updated_at")?,
+    })
+}
+
+pub(crate) const LAKE_FILE_COLUMNS: &str = "id, path, kind, survey_id, partition_date, row_count,
+    size_bytes, min_session, max_session, created_at";
+
+pub(crate) fn lake_file(row: &impl Columns) -> Result<LakeFile> {
+    let kind = row.text("kind")?;
+    Ok(LakeFile {
+        id: row.int("id")?,
+        created_at: row.int("created_at")?,
+        file: NewLakeFile {
+            path: row.text("path")?,
+            kind: LakeFileKind::parse(&kind)
+                .ok_or_else(|| Error::Corrupt(format!("lake file kind {kind:?}")))?,
+            survey_id: SurveyId::from_stored(row.text("survey_id")?),
+            partition_date: row.opt_text("partition_date")?,
+            row_count: row.count("row_count")?,
+            size_bytes: row.count("size_bytes")?,
+            min_session: row.opt_text("min_session")?,
+            max_session: row.opt_text("max_session")?,
+        },
+    })
+}
+
+pub(crate) fn tombstone(row: &impl Columns) -> Result<Tombstone> {
+    Ok(Tombstone {
+        id: row.int("id")?,
+        survey_id: SurveyId::from_stored(row.text("survey_id")?),
+        reference: row.text("reference")?,
+        created_at: row.int("created_at")?,
+    })
+}
+
+pub(crate) fn tombstoned_identifier(row: &impl Columns) -> Result<TombstonedIdentifier> {
+    Ok(TombstonedIdentifier {
+        id: row.int("id")?,
+        survey_id: SurveyId::from_stored(row.text("survey_id")?),
+        identifier_sha256: row.text("identifier_sha256")?,
+    })
+}
+
+pub(crate) const RUN_COLUMNS: &str = "id, survey_id, force, status, total, scored, skipped,
+    failed, failures, error, created_at, started_at, completed_at, updated_at,
+    cancel_requested_at, cancel_requested_by, canceled_at, canceled_by, owner, lease_until";
+
+pub(crate) fn scoring_run(row: &impl Columns) -> Result<ScoringRun> {
+    let status = row.text("status")?;
+    let failures = row.text("failures")?;
+    Ok(ScoringRun {
+        id: RunId::from_stored(row.text("id")?),
+        survey_id: SurveyId::from_stored(row.text("survey_id")?),
+        force: row.flag("force")?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| Error::Corrupt(format!("run status {status:?}")))?,
+        total: row.count("total")?,
+        scored: row.count("scored")?,
+        skipped: row.count("skipped")?,
+        failed: row.count("failed")?,
+        failures: serde_json::from_str(&failures)
+            .map_err(|error| Error::Corrupt(format!("run failures: {error}")))?,
+        error: row.opt_text("error")?,
+        created_at: row.int("created_at")?,
+        started_at: row.int("started_at")?,
+        completed_at: row.opt_int("completed_at")?,
+        updated_at: row.opt_int("updated_at")?,
+        cancel_requested_at: row.opt_int("cancel_requested_at")?,
+        cancel_requested_by: row.opt_text("cancel_requested_by")?,
+        canceled_at: row.opt_int("canceled_at")?,
+        canceled_by: row.opt_text("canceled_by")?,
+        owner: row.opt_text("owner")?,
+        lease_until: row.opt_int("lease_until")?,
+    })
+}
+
+pub(crate) fn failures_json(failures: &[ScoringFailure]) -> Result<String> {
+    serde_json::to_string(failures).map_err(|error| Error::Corrupt(error.to_string()))
+}
+
+pub(crate) const DELETION_COLUMNS: &str = "survey_id, reference, status, attempts, requested_at,
+    updated_at, completed_at, error, next_attempt_at, owner, lease_until";
+
+pub(crate) fn deletion(row: &impl Columns) -> Result<SessionDeletion> {
+    let status = row.text("status")?;
+    Ok(SessionDeletion {
+        survey_id: SurveyId::from_stored(row.text("survey_id")?),
+        reference: row.text("reference")?,
+        status: DeletionStatus::parse(&status)
+            .ok_or_else(|| Error::Corrupt(format!("deletion status {status:?}")))?,
+        attempts: u32::try_from(row.count("attempts")?).unwrap_or(u32::MAX),
+        requested_at: row.int("requested_at")?,
+        updated_at: row.int("updated_at")?,
+        completed_at: row.opt_int("completed_at")?,
+        error: row.opt_text("error")?,
+        next_attempt_at: row.int("next_attempt_at")?,
+        owner: row.opt_text("owner")?,
+        lease_until: row.opt_int("lease_until")?,
+    })
+}
+
+pub(crate) fn session_identity(row: &impl Columns) -> Result<SessionIdentity> {
+    Ok(SessionIdentity {
+        identifier: row.text("identifier")?,
+        reference: row.opt_text("reference")?,
+        event_count: row.count("event_count")?,
+    })
+}
+
+pub(crate) fn scored_reference(row: &impl Columns) -> Result<ScoredReference> {
+    Ok(ScoredReference {
+        reference: row.text("reference")?,
+        run_id: row.text("run_id")?,
+    })
+}
+
+pub(crate) fn unlinked_object(row: &impl Columns) -> Result<UnlinkedObject> {
+    Ok(UnlinkedObject {
+        path: row.text("path")?,
+        owner: row.opt_text("owner")?,
+        created_at: row.int("created_at")?,
+    })
+}
+
+/// Saturates rather than wraps: counts and sizes never come near `i64::MAX`.
+pub(crate) fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,857 @@
+//! The catalog's conformance suite: every test runs against both backends, SQLite (a file in
+//! a temporary directory) and PostgreSQL (a fresh database on the server named by
+//! `TELLTALE_TEST_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`). A
+//! PostgreSQL that cannot be reached fails the suite; it is never skipped.
+//!
+//! Tests that need two instances open a second handle on the same store
+//! ([`Fixture::second_instance`]): separate pools, as two servers would have.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use catalog::*;
+
+/// One backend's store for one test, removed when the test ends.
+struct Fixture {
+    catalog: Arc<dyn Catalog>,
+    url: String,
+    _store: Store,
+}
+
+enum Store {
+    Sqlite(#[allow(dead_code)] tempfile::TempDir),
+    Postgres { admin_url: String, database: String },
+}
+
+impl Fixture {
+    fn catalog(&self) -> &dyn Catalog {
+        self.catalog.as_ref()
+    }
+
+    /// Another handle on the same store, with its own connections.
+    async fn second_instance(&self) -> Arc<dyn Catalog> {
+        catalog::open(&self.url).await.expect("second handle")
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let Store::Postgres {
+            admin_url,
+            database,
+        } = self
+        else {
+            return;
+        };
+        // Drop runs inside the test's runtime: the database is dropped from a thread of its own.
+        let (admin_url, name) = (admin_url.clone(), database.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                use sqlx::Connection;
+                let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut admin)
+                    .await?;
+                Ok::<_, sqlx::Error>(())
+            })
+        })
+        .join();
+        if let Ok(Err(error)) = dropped {
+            eprintln!("could not drop test database {database}: {error}");
+        }
+    }
+}
+
+async fn sqlite() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("catalog.db").display());
+    Fixture {
+        catalog: catalog::open(&url).await.expect("open sqlite"),
+        url,
+        _store: Store::Sqlite(dir),
+    }
+}
+
+async fn postgres() -> Fixture {
+    use sqlx::Connection;
+    let admin_url = std::env::var("TELLTALE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let database = format!("telltale_conformance_{}", ids::random_hex24());
+    let mut admin = sqlx::PgConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|error| panic!("PostgreSQL at {admin_url} is required: {error}"));
+    sqlx::query(&format!("CREATE DATABASE {database}"))
+        .execute(&mut admin)
+        .await
+        .expect("create database");
+    let url = match admin_url.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{database}"),
+        None => panic!("TELLTALE_TEST_POSTGRES_URL needs a database path: {admin_url}"),
+    };
+    let store = Store::Postgres {
+        admin_url,
+        database,
+    };
+    Fixture {
+        catalog: catalog::open(&url).await.expect("open postgres"),
+        url,
+        _store: store,
+    }
+}
+
+/// Runs each named test once per backend, as `sqlite::NAME` and `postgres::NAME`.
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::sqlite().await).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::postgres().await).await
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    keys_authenticate_until_revoked,
+    provisioning_is_idempotent_per_organization,
+    session_stats_aggregate_per_reference_and_watermark_advances,
+    deletions_tombstone_at_once_and_retry_until_they_fail,
+    a_swap_is_all_or_nothing_and_loses_to_an_earlier_one,
+    concurrent_starts_on_two_instances_create_one_active_run,
+    a_run_is_fenced_to_its_current_owner,
+    the_api_limit_holds_across_instances,
+    tombstones_polled_by_id_miss_none_under_concurrent_requests,
+    scores_and_erasure_show_in_lookup,
+    a_deletion_is_claimed_by_one_instance,
+);
+
+const REFERENCE: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+
+async fn new_survey(catalog: &dyn Catalog) -> Survey {
+    let org = catalog.create_organization("Acme").await.expect("org");
+    catalog
+        .provision_survey(&org.id, "s", "S")
+        .await
+        .expect("survey")
+}
+
+fn delta(survey: &Survey, identifier: &str, reference: Option<&str>, count: u64) -> SessionDelta {
+    SessionDelta {
+        survey_id: survey.id.clone(),
+        identifier: identifier.to_owned(),
+        reference: reference.map(str::to_owned),
+        reference_explicit: reference.is_some(),
+        event_count: count,
+        first_event_at: 1_000,
+        last_event_at: 2_000,
+    }
+}
+
+async fn concurrent_starts_on_two_instances_create_one_active_run(fixture: Fixture) {
+    let survey = new_survey(fixture.catalog()).await;
+    let other = fixture.second_instance().await;
+    let mut starts = Vec::new();
+    for attempt in 0..16 {
+        let catalog = if attempt % 2 == 0 {
+            fixture.catalog.clone()
+        } else {
+            other.clone()
+        };
+        let survey = survey.id.clone();
+        starts.push(tokio::spawn(async move {
+            catalog.start_scoring_run(&survey, false).await
+        }));
+    }
+    let mut created = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    for start in starts {
+        let (run, new) = start.await.expect("task").expect("start");
+        created += usize::from(new);
+        ids.insert(run.id.to_string());
+    }
+    assert_eq!(created, 1, "exactly one start creates a run");
+    assert_eq!(ids.len(), 1, "every start answers with the one active run");
+    assert!(
+        fixture
+            .catalog()
+            .has_active_scoring_run(&survey.id)
+            .await
+            .expect("active")
+    );
+}
+
+async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    let (run, _) = catalog
+        .start_scoring_run(&survey.id, false)
+        .await
+        .expect("start");
+    let other = fixture.second_instance().await;
+    assert!(
+        catalog
+            .claim_scoring_run(&run.id, "a", 50)
+            .await
+            .expect("claim")
+            .is_some()
+    );
+    assert!(
+        other
+            .claim_scoring_run(&run.id, "b", 60_000)
+            .await
+            .expect("claim")
+            .is_none(),
+        "a held lease is not claimable"
+    );
+    // `a` stalls past its lease; `b` takes over (what the janitor of a live instance does).
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let claimable = other.claimable_scoring_runs("b").await.expect("claimable");
+    assert_eq!(claimable.len(), 1);
+    let taken = other
+        .claim_scoring_run(&run.id, "b", 60_000)
+        .await
+        .expect("claim")
+        .expect("expired lease is claimable");
+    assert_eq!(taken.owner.as_deref(), Some("b"));
+
+    let progress = RunProgress {
+        total: 1,
+        ..RunProgress::default()
+    };
+    assert_eq!(
+        catalog
+            .report_run_progress(&run.id, "a", 60_000, &progress)
+            .await
+            .expect("progress"),
+        RunControl::LeaseLost
+    );
+    let score = NewScore {
+        reference: REFERENCE.to_owned(),
+        human_score_percent: 12.5,
+        score_band: "automation-like".to_owned(),
+        scored_at: 5,
+        model_version: "m".to_owned(),
+        run_id: run.id.clone(),
+    };
+    assert!(
+        !catalog
+            .record_scores(&survey.id, &run.id, "a", std::slice::from_ref(&score), &[])
+            .await
+            .expect("record"),
+        "the fenced-off worker writes nothing"
+    );
+    assert!(
+        !catalog
+            .finish_scoring_run(&run.id, "a", &progress, &RunOutcome::Completed)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(
+        other
+            .report_run_progress(&run.id, "b", 60_000, &progress)
+            .await
+            .expect("progress"),
+        RunControl::Continue
+    );
+    assert!(
+        other
+            .record_scores(&survey.id, &run.id, "b", &[score], &[])
+            .await
+            .expect("record")
+    );
+    assert!(
+        other
+            .finish_scoring_run(&run.id, "b", &progress, &RunOutcome::Completed)
+            .await
+            .expect("finish")
+    );
+    let done = catalog
+        .scoring_run(&survey.id, &run.id)
+        .await
+        .expect("run")
+        .expect("exists");
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.owner, None);
+    assert!(
+        !catalog
+            .has_active_scoring_run(&survey.id)
+            .await
+            .expect("active")
+    );
+}
+
+async fn the_api_limit_holds_across_instances(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let org = catalog.create_organization("Acme").await.expect("org");
+    let key = catalog
+        .create_key(&org.id, "k", &Scope::ALL)
+        .await
+        .expect("key");
+    let other = fixture.second_instance().await;
+    let mut admissions = Vec::new();
+    for request in 0..130 {
+        let handle = if request % 2 == 0 {
+            fixture.catalog.clone()
+        } else {
+            other.clone()
+        };
+        let prefix = key.info.prefix.clone();
+        admissions.push(tokio::spawn(async move {
+            handle.admit_api_request(&prefix, 120, 60_000).await
+        }));
+    }
+    let mut accepted = 0;
+    for admission in admissions {
+        match admission.await.expect("task").expect("admit") {
+            ApiAdmission::Accepted => accepted += 1,
+            ApiAdmission::Refused { wait_ms } => {
+                assert!((1..=60_000).contains(&wait_ms), "wait {wait_ms} ms");
+            }
+        }
+    }
+    assert_eq!(accepted, 120);
+    // Another key has its own minute.
+    let second = catalog
+        .create_key(&org.id, "k2", &Scope::ALL)
+        .await
+        .expect("key");
+    assert_eq!(
+        other
+            .admit_api_request(&second.info.prefix, 120, 60_000)
+            .await
+            .expect("admit"),
+        ApiAdmission::Accepted
+    );
+    // Once the window has passed, the key is admitted again.
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(
+        catalog
+            .admit_api_request(&key.info.prefix, 120, 20)
+            .await
+            .expect("admit"),
+        ApiAdmission::Accepted
+    );
+}
+
+async fn tombstones_polled_by_id_miss_none_under_concurrent_requests(fixture: Fixture) {
+    let survey = new_survey(fixture.catalog()).await;
+    let other = fixture.second_instance().await;
+    let poller = fixture.second_instance().await;
+    let mut requests = Vec::new();
+    for index in 0..24 {
+        let catalog = if index % 2 == 0 {
+            fixture.catalog.clone()
+        } else {
+            other.clone()
+        };
+        let survey = survey.id.clone();
+        requests.push(tokio::spawn(async move {
+            catalog
+                .request_session_deletion(&survey, &format!("reference-{index}"))
+                .await
+        }));
+    }
+    // Poll the way the collector's tombstone cache does while the requests commit.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut after = 0;
+    loop {
+        let all_done = requests.iter().all(|request| request.is_finished());
+        for tombstone in poller.tombstones_after(after).await.expect("poll") {
+            after = after.max(tombstone.id);
+            seen.insert(tombstone.reference);
+        }
+        if all_done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    for tombstone in poller.tombstones_after(after).await.expect("poll") {
+        seen.insert(tombstone.reference);
+    }
+    for request in requests {
+        request.await.expect("task").expect("request");
+    }
+    assert_eq!(seen.len(), 24, "an incremental poller saw every tombstone");
+}
+
+async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    catalog
+        .apply_session_stats(
+            "i",
+            3,
+            &[
+                delta(&survey, "tab-1", Some(REFERENCE), 4),
+                delta(&survey, "tab-2", Some(REFERENCE), 6),
+                // The same identifier twice in one batch adds up.
+                delta(&survey, "tab-2", Some(REFERENCE), 1),
+                delta(&survey, "other", Some("other-reference"), 2),
+            ],
+        )
+        .await
+        .expect("stats");
+    let (run, _) = catalog
+        .start_scoring_run(&survey.id, false)
+        .await
+        .expect("start");
+    catalog
+        .claim_scoring_run(&run.id, "w", 60_000)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    let score = NewScore {
+        reference: REFERENCE.to_owned(),
+        human_score_percent: 87.5,
+        score_band: "human-like".to_owned(),
+        scored_at: 1_234,
+        model_version: "telltale-v2".to_owned(),
+        run_id: run.id.clone(),
+    };
+    assert!(
+        catalog
+            .record_scores(&survey.id, &run.id, "w", &[score], &[])
+            .await
+            .expect("record")
+    );
+    let references = vec![
+        REFERENCE.to_owned(),
+        REFERENCE.to_owned(),
+        "missing".to_owned(),
+    ];
+    let found = catalog
+        .lookup_sessions(&survey.id, &references)
+        .await
+        .expect("lookup");
+    assert_eq!(
+        found.len(),
+        1,
+        "duplicates collapse; unknown references are absent"
+    );
+    assert_eq!(found[0].event_count, 11);
+    assert_eq!(
+        (found[0].first_event_at, found[0].last_event_at),
+        (Some(1_000), Some(2_000))
+    );
+    let score = found[0].score.as_ref().expect("scored");
+    assert_eq!(score.human_score_percent, 87.5);
+    assert_eq!(score.score_band, "human-like");
+    assert_eq!(
+        catalog
+            .scored_references(&survey.id)
+            .await
+            .expect("scored")
+            .len(),
+        1
+    );
+    let mut identifiers = catalog
+        .reference_identifiers(&survey.id, REFERENCE)
+        .await
+        .expect("identifiers");
+    identifiers.sort();
+    assert_eq!(identifiers, ["tab-1", "tab-2"]);
+    let linked = catalog
+        .session_references(&survey.id, &["tab-1".to_owned(), "nope".to_owned()])
+        .await
+        .expect("references");
+    assert_eq!(linked, [("tab-1".to_owned(), REFERENCE.to_owned())]);
+
+    let hashes: Vec<String> = identifiers
+        .iter()
+        .map(|identifier| identifier_tombstone_hash(&survey.id, identifier))
+        .collect();
+    let erasure = SessionErasure {
+        survey_id: survey.id.clone(),
+        reference: REFERENCE.to_owned(),
+        identifiers,
+        identifier_hashes: hashes,
+    };
+    assert!(
+        catalog
+            .swap_lake_files(&FileSwap::default(), Some(&erasure))
+            .await
+            .expect("erase")
+    );
+    catalog.scrub().await.expect("scrub");
+    assert!(
+        catalog
+            .lookup_sessions(&survey.id, &references)
+            .await
+            .expect("lookup")
+            .is_empty(),
+        "nothing of the erased session is left to look up"
+    );
+    let tombstoned = catalog
+        .tombstoned_identifiers_after(0)
+        .await
+        .expect("tombstoned");
+    assert_eq!(tombstoned.len(), 2);
+    let still = catalog
+        .lookup_sessions(&survey.id, &["other-reference".to_owned()])
+        .await
+        .expect("lookup");
+    assert_eq!(still.len(), 1, "other sessions are untouched");
+}
+
+async fn a_deletion_is_claimed_by_one_instance(fixture: Fixture) {
+    let survey = new_survey(fixture.catalog()).await;
+    fixture
+        .catalog()
+        .request_session_deletion(&survey.id, REFERENCE)
+        .await
+        .expect("request");
+    let other = fixture.second_instance().await;
+    let mut claims = Vec::new();
+    for attempt in 0..8 {
+        let catalog = if attempt % 2 == 0 {
+            fixture.catalog.clone()
+        } else {
+            other.clone()
+        };
+        let survey = survey.id.clone();
+        claims.push(tokio::spawn(async move {
+            catalog
+                .claim_deletion(&survey, REFERENCE, &format!("worker-{attempt}"), 60_000)
+                .await
+        }));
+    }
+    let mut won = 0;
+    for claim in claims {
+        won += usize::from(claim.await.expect("task").expect("claim"));
+    }
+    assert_eq!(won, 1, "one worker holds the deletion");
+    let held = fixture
+        .catalog()
+        .session_deletion(&survey.id, REFERENCE)
+        .await
+        .expect("deletion")
+        .expect("exists");
+    let owner = held.owner.expect("owned");
+    assert!(
+        other
+            .complete_deletion(&survey.id, REFERENCE, "somebody-else")
+            .await
+            .is_ok_and(|completed| !completed)
+    );
+    assert!(
+        other
+            .complete_deletion(&survey.id, REFERENCE, &owner)
+            .await
+            .expect("complete")
+    );
+}
+
+async fn keys_authenticate_until_revoked(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let org = catalog.create_organization("Acme").await.expect("org");
+    let created = catalog
+        .create_key(&org.id, "server", &Scope::ALL)
+        .await
+        .expect("key");
+    let found = catalog
+        .authenticate(&created.secret)
+        .await
+        .expect("auth")
+        .expect("valid");
+    assert_eq!(found.key.prefix, created.info.prefix);
+    assert_eq!(found.organization_name, "Acme");
+
+    let forged = format!("{}_{}", created.secret.prefix(), "0".repeat(64));
+    let forged = IntegrationKeySecret::parse(&forged).expect("well formed");
+    assert!(catalog.authenticate(&forged).await.expect("auth").is_none());
+
+    assert!(
+        catalog
+            .revoke_key(created.secret.prefix())
+            .await
+            .expect("revoke")
+    );
+    assert!(
+        !catalog
+            .revoke_key(created.secret.prefix())
+            .await
+            .expect("revoke twice")
+    );
+    assert!(
+        catalog
+            .authenticate(&created.secret)
+            .await
+            .expect("auth")
+            .is_none()
+    );
+}
+
+async fn provisioning_is_idempotent_per_organization(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let org = catalog.create_organization("Acme").await.expect("org");
+    let other = catalog.create_organization("Other").await.expect("org");
+    let first = catalog
+        .provision_survey(&org.id, "ext-1", "First")
+        .await
+        .expect("first");
+    let again = catalog
+        .provision_survey(&org.id, "ext-1", "Renamed")
+        .await
+        .expect("again");
+    assert_eq!(first.id, again.id);
+    assert_eq!(first.tracking_key, again.tracking_key);
+    assert_eq!(again.name, "Renamed");
+    let foreign = catalog
+        .provision_survey(&other.id, "ext-1", "Theirs")
+        .await
+        .expect("other");
+    assert_ne!(foreign.id, first.id);
+    assert!(
+        catalog
+            .survey(&other.id, &first.id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+}
+
+async fn session_stats_aggregate_per_reference_and_watermark_advances(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let org = catalog.create_organization("Acme").await.expect("org");
+    let survey = catalog
+        .provision_survey(&org.id, "s", "S")
+        .await
+        .expect("survey");
+    let reference = "1b4e28ba-2fa1-11d2-883f-0016d3cca427".to_owned();
+    let delta = |identifier: &str, count, first, last| SessionDelta {
+        survey_id: survey.id.clone(),
+        identifier: identifier.to_owned(),
+        reference: Some(reference.clone()),
+        reference_explicit: true,
+        event_count: count,
+        first_event_at: first,
+        last_event_at: last,
+    };
+    catalog
+        .apply_session_stats("i", 5, &[delta("a", 3, 100, 200), delta("b", 2, 50, 150)])
+        .await
+        .expect("apply");
+    catalog
+        .apply_session_stats("i", 9, &[delta("a", 4, 120, 400)])
+        .await
+        .expect("apply");
+    assert_eq!(
+        catalog
+            .wal_watermark("i", WalConsumer::Stats)
+            .await
+            .expect("wm"),
+        9
+    );
+    assert_eq!(
+        catalog
+            .wal_watermark("i", WalConsumer::Lake)
+            .await
+            .expect("wm"),
+        0
+    );
+
+    let summaries = catalog
+        .lookup_sessions(&survey.id, &[reference.clone(), "missing".to_owned()])
+        .await
+        .expect("lookup");
+    assert_eq!(summaries.len(), 1);
+    assert_eq!(summaries[0].event_count, 9);
+    assert_eq!(summaries[0].first_event_at, Some(50));
+    assert_eq!(summaries[0].last_event_at, Some(400));
+}
+
+async fn deletions_tombstone_at_once_and_retry_until_they_fail(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let org = catalog.create_organization("Acme").await.expect("org");
+    let survey = catalog
+        .provision_survey(&org.id, "s", "S")
+        .await
+        .expect("survey");
+    let reference = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+    catalog
+        .apply_session_stats(
+            "i",
+            1,
+            &[SessionDelta {
+                survey_id: survey.id.clone(),
+                identifier: "tab".to_owned(),
+                reference: Some(reference.to_owned()),
+                reference_explicit: true,
+                event_count: 3,
+                first_event_at: 1,
+                last_event_at: 2,
+            }],
+        )
+        .await
+        .expect("stats");
+    assert_eq!(
+        catalog
+            .survey_sessions(&survey.id)
+            .await
+            .expect("plan")
+            .len(),
+        1
+    );
+
+    let first = catalog
+        .request_session_deletion(&survey.id, reference)
+        .await
+        .expect("request");
+    assert_eq!(first.status, DeletionStatus::Pending);
+    assert_eq!(first.attempts, 0);
+    let tombstones = catalog.tombstones_after(0).await.expect("tombstones");
+    assert_eq!(tombstones.len(), 1);
+    assert!(
+        catalog
+            .survey_sessions(&survey.id)
+            .await
+            .expect("plan")
+            .is_empty(),
+        "a scoring run never plans a tombstoned session"
+    );
+    let again = catalog
+        .request_session_deletion(&survey.id, reference)
+        .await
+        .expect("again");
+    assert_eq!(again, first, "a repeated request changes nothing");
+
+    // Five failed attempts make it `failed`; a deferral does not count.
+    assert!(
+        catalog
+            .claim_deletion(&survey.id, reference, "w", 60_000)
+            .await
+            .expect("claim")
+    );
+    let deferred = catalog
+        .set_back_deletion(
+            &survey.id,
+            reference,
+            "w",
+            &DeletionSetback::Deferred { retry_at: 0 },
+        )
+        .await
+        .expect("defer")
+        .expect("owned");
+    assert_eq!(deferred.attempts, 0);
+    for attempt in 1..=5u32 {
+        assert!(
+            catalog
+                .claim_deletion(&survey.id, reference, "w", 60_000)
+                .await
+                .expect("claim")
+        );
+        assert!(
+            !catalog
+                .claim_deletion(&survey.id, reference, "other", 60_000)
+                .await
+                .expect("claim"),
+            "another worker cannot take a held deletion"
+        );
+        let after = catalog
+            .set_back_deletion(
+                &survey.id,
+                reference,
+                "w",
+                &DeletionSetback::Failed {
+                    error: format!("boom {attempt}"),
+                    retry_at: 0,
+                    max_attempts: 5,
+                },
+            )
+            .await
+            .expect("fail")
+            .expect("owned");
+        assert_eq!(after.attempts, attempt);
+        let expected = if attempt < 5 {
+            DeletionStatus::Pending
+        } else {
+            DeletionStatus::Failed
+        };
+        assert_eq!(after.status, expected);
+    }
+    assert!(
+        catalog
+            .claimable_deletions("w", now_millis())
+            .await
+            .expect("due")
+            .is_empty()
+    );
+    // Requested again, a failed deletion starts over.
+    let restarted = catalog
+        .request_session_deletion(&survey.id, reference)
+        .await
+        .expect("restart");
+    assert_eq!(
+        (restarted.status, restarted.attempts),
+        (DeletionStatus::Pending, 0)
+    );
+    assert_eq!(restarted.error, None);
+}
+
+async fn a_swap_is_all_or_nothing_and_loses_to_an_earlier_one(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let org = catalog.create_organization("Acme").await.expect("org");
+    let survey = catalog
+        .provision_survey(&org.id, "s", "S")
+        .await
+        .expect("survey");
+    let file = |path: &str| NewLakeFile {
+        path: path.to_owned(),
+        kind: LakeFileKind::Events,
+        survey_id: survey.id.clone(),
+        partition_date: None,
+        row_count: 1,
+        size_bytes: 1,
+        min_session: None,
+        max_session: None,
+    };
+    catalog
+        .commit_event_files("i", 1, &[file("a"), file("b")])
+        .await
+        .expect("commit");
+    catalog
+        .record_pending_uploads("w", &["ab".to_owned()])
+        .await
+        .expect("pending");
+    let merge = FileSwap {
+        removed: vec!["a".to_owned(), "b".to_owned()],
+        added: vec![file("ab")],
+    };
+    assert!(catalog.swap_lake_files(&merge, None).await.expect("swap"));
+    let unlinked: Vec<(String, Option<String>)> = catalog
+        .unlinked_objects()
+        .await
+        .expect("unlinked")
+        .into_iter()
+        .map(|object| (object.path, object.owner))
+        .collect();
+    assert_eq!(unlinked, [("a".to_owned(), None), ("b".to_owned(), None)]);
+    // A second rewrite of `b` (planned before the merge) finds it gone: nothing changes.
+    let late = FileSwap {
+        removed: vec!["ab".to_owned(), "b".to_owned()],
+        added: vec![file("late")],
+    };
+    assert!(!catalog.swap_lake_files(&late, None).await.expect("swap"));
+    let live: Vec<String> = catalog
+        .live_files(LakeFileKind::Events, None)
+        .await
+        .expect("live")
+        .into_iter()
+        .map(|file| file.file.path)
+        .collect();
+    assert_eq!(live, ["ab"]);
+}

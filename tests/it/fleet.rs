@@ -1,0 +1,200 @@
+//! Two `telltale serve` instances on their own data dirs (and logs) sharing one PostgreSQL
+//! catalog and one S3 bucket (moto), as behind a load balancer: what one acknowledges the
+//! other looks up, the API limit holds for both together, one run per survey across both, a
+//! dead instance's run finished by the other, and a deletion honoured by both. These run on
+//! the scale-out stores whatever `TELLTALE_IT_STORES` says.
+
+use std::time::{Duration, Instant};
+
+use scorer::synthetic::Behaviour;
+use serde_json::json;
+
+use crate::deletion::{request_deletion, wait_deletion_done};
+use crate::harness::{TestServer, batch, now_millis, pointermove};
+use crate::scoring::{
+    HAND_SET_MODEL, NO_API_LIMIT, post_session, start_run, wait_finished, wait_scored,
+};
+
+#[tokio::test]
+async fn two_instances_share_sessions_runs_and_deletions() {
+    let args = [
+        "--api-rate-per-minute",
+        NO_API_LIMIT,
+        "--model",
+        HAND_SET_MODEL,
+        // Slow runs, so that one can be caught in the middle; a short lease, so the survivor
+        // takes it over within seconds.
+        "--scoring-chunk-sessions",
+        "1",
+        "--scoring-pause-ms",
+        "400",
+        "--scoring-lease-secs",
+        "2",
+    ];
+    let mut first = TestServer::start_scale_out(&args).await;
+    let mut second = TestServer::start_sharing(&first, &args).await;
+    let key = first.key().to_owned();
+    let survey = first.provision_ok(&key, "fleet", "Fleet").await;
+
+    // Batches acknowledged by either instance show in lookup on the other within 1 s (plus
+    // the polling here).
+    let mut expected = Vec::new();
+    for seed in 0..6 {
+        let instance = if seed % 2 == 0 { &first } else { &second };
+        let (reference, count) = post_session(instance, &survey, Behaviour::Human, seed).await;
+        expected.push((reference, count as u64));
+    }
+    let acknowledged = Instant::now();
+    for (reader, writer_parity) in [(&second, 0), (&first, 1)] {
+        let written: Vec<(String, u64)> = expected
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| index % 2 == writer_parity)
+            .map(|(_, pair)| pair.clone())
+            .collect();
+        let rows = reader
+            .lookup_until_counts(&key, &survey.survey_id, &written, Duration::from_secs(5))
+            .await;
+        for (row, (reference, count)) in rows.iter().zip(&written) {
+            assert_eq!(row["externalReference"], json!(reference), "{rows:?}");
+            assert_eq!(row["eventCount"], json!(count), "{rows:?}");
+        }
+    }
+    let visible_after = acknowledged.elapsed();
+    assert!(
+        visible_after < Duration::from_secs(3),
+        "cross-instance visibility took {visible_after:?}"
+    );
+
+    // Concurrent starts on both instances: one active run.
+    let starts = (0..8).map(|index| {
+        let instance = if index % 2 == 0 { &first } else { &second };
+        start_run(instance, &key, &survey.survey_id, None)
+    });
+    let replies = futures::future::join_all(starts).await;
+    let ids: Vec<String> = replies
+        .iter()
+        .map(|reply| {
+            assert_eq!(reply.status, 202, "{}", reply.text);
+            reply.json()["data"]["id"].as_str().expect("id").to_owned()
+        })
+        .collect();
+    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
+    let run_id = ids[0].clone();
+    let active = first.catalog_sql(&format!(
+        "SELECT count(*) FROM scoring_runs WHERE survey_id = '{}' AND status = 'running'",
+        survey.survey_id
+    ));
+    assert_eq!(active.trim(), "1");
+
+    // The instance working the run dies mid-run; the other finishes it.
+    let running = wait_scored(&first, &key, &survey.survey_id, &run_id, 1).await;
+    assert_eq!(running["status"], "running", "{running}");
+    let owner = first.catalog_sql(&format!(
+        "SELECT owner FROM scoring_runs WHERE id = '{run_id}'"
+    ));
+    let first_id = std::fs::read_to_string(first.data_dir().join("instance-id")).expect("id");
+    let second_id = std::fs::read_to_string(second.data_dir().join("instance-id")).expect("id");
+    let (dead, survivor) = if owner.trim() == first_id.trim() {
+        (&mut first, &mut second)
+    } else {
+        assert_eq!(
+            owner.trim(),
+            second_id.trim(),
+            "the run's owner is an instance"
+        );
+        (&mut second, &mut first)
+    };
+    dead.kill_hard();
+    let done = wait_finished(survivor, &key, &survey.survey_id, &run_id).await;
+    assert_eq!(
+        (
+            &done["status"],
+            &done["total"],
+            &done["scored"],
+            &done["failed"]
+        ),
+        (&json!("completed"), &json!(6), &json!(6), &json!(0)),
+        "{done}"
+    );
+    let references: Vec<String> = expected.iter().map(|(r, _)| r.clone()).collect();
+    let rows = survivor
+        .lookup_rows(&key, &survey.survey_id, &references)
+        .await;
+    assert!(
+        rows.iter().all(|row| row["scoreBand"] == "human-like"),
+        "{rows:?}"
+    );
+    dead.restart().await;
+
+    // A deletion requested on one instance completes, and both refuse the session's late
+    // events.
+    let deleted = references[0].clone();
+    let reply = request_deletion(&first, &key, &survey.survey_id, &deleted).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let deletion = wait_deletion_done(&second, &key, &survey.survey_id, &deleted).await;
+    assert_eq!(deletion["status"], "completed", "{deletion}");
+    for instance in [&first, &second] {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let reply = instance
+                .collect(
+                    &survey.tracking_key,
+                    &deleted,
+                    Some("application/json"),
+                    batch(&[pointermove(now_millis(), 1, 1)]),
+                )
+                .await;
+            if reply.status == 202 {
+                assert_eq!(
+                    reply.json(),
+                    json!({ "success": true, "count": 1, "deleted": true })
+                );
+                break;
+            }
+            assert_eq!(reply.status, 201, "{}", reply.text);
+            assert!(
+                Instant::now() < deadline,
+                "{} still stores the deleted session's events",
+                instance.base_url()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert!(
+        second
+            .lookup_rows(&key, &survey.survey_id, std::slice::from_ref(&deleted))
+            .await
+            .is_empty(),
+        "nothing of the deleted session is left to look up"
+    );
+}
+
+#[tokio::test]
+async fn the_api_limit_holds_for_the_fleet_together() {
+    let first = TestServer::start_scale_out(&[]).await;
+    let second = TestServer::start_sharing(&first, &[]).await;
+    let key = first.key().to_owned();
+    // 130 requests with one key, spread over both instances, all within the minute.
+    let requests = (0..130).map(|index| {
+        let instance = if index % 2 == 0 { &first } else { &second };
+        instance.context(&key)
+    });
+    let replies = futures::future::join_all(requests).await;
+    let accepted = replies.iter().filter(|reply| reply.status == 200).count();
+    let limited: Vec<_> = replies.iter().filter(|reply| reply.status == 429).collect();
+    assert_eq!(
+        accepted, 120,
+        "at most 120 per key per minute over both instances"
+    );
+    assert_eq!(limited.len(), 10);
+    for reply in limited {
+        let retry_after: u64 = reply
+            .header("retry-after")
+            .expect("Retry-After")
+            .parse()
+            .expect("whole seconds");
+        assert!((1..=60).contains(&retry_after), "{retry_after}");
+        assert!(reply.json()["error"].is_string());
+    }
+}

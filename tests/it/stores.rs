@@ -1,0 +1,272 @@
+//! The stores a test server runs on: the embedded default (a SQLite catalog and a lake folder
+//! under the data dir), or, with `TELLTALE_IT_STORES=postgres-s3`, the scale-out configuration:
+//! a PostgreSQL catalog (a fresh database per server, on `TELLTALE_TEST_POSTGRES_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/test`) and an S3 lake (a fresh bucket per server on one
+//! real `moto_server` per test process). `.ci/run` runs the whole suite both ways.
+//!
+//! Tests reach the stores only through the harness (`catalog_sql`, `lake_dir`, ...), so the
+//! same assertions hold on both.
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Which configuration this test process runs servers on.
+pub(crate) fn scale_out() -> bool {
+    match std::env::var("TELLTALE_IT_STORES").as_deref() {
+        Ok("postgres-s3") => true,
+        Ok("embedded") | Err(_) => false,
+        Ok(other) => panic!("TELLTALE_IT_STORES={other:?}: expected embedded or postgres-s3"),
+    }
+}
+
+fn postgres_admin_url() -> String {
+    std::env::var("TELLTALE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A moto S3 server. The process reads its stdin until it closes, so it exits with the test
+/// process that started it, even one that is killed.
+pub(crate) struct MotoServer {
+    child: Child,
+    _stdin: ChildStdin,
+    pub(crate) endpoint: String,
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const MOTO_UNTIL_STDIN_CLOSES: &str = r#"
+import sys
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]))
+server.start()
+sys.stdin.read()
+server.stop()
+"#;
+
+/// Starts a moto server on a free port and waits until it accepts connections.
+pub(crate) fn start_moto() -> MotoServer {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind a free port")
+        .local_addr()
+        .expect("address")
+        .port();
+    let mut child = Command::new("python3")
+        .args(["-c", MOTO_UNTIL_STDIN_CLOSES, &port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto's server (pip install 'moto[server]'; .ci/run does)");
+    let stdin = child.stdin.take().expect("piped stdin");
+    let moto = MotoServer {
+        child,
+        _stdin: stdin,
+        endpoint: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "moto's server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    moto
+}
+
+/// The moto server every scale-out test server of this process shares (a bucket each).
+fn shared_moto() -> &'static MotoServer {
+    static MOTO: OnceLock<MotoServer> = OnceLock::new();
+    MOTO.get_or_init(start_moto)
+}
+
+/// Creates a bucket (moto accepts unsigned requests).
+pub(crate) async fn create_bucket(endpoint: &str, bucket: &str) {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(response) = client.put(format!("{endpoint}/{bucket}")).send().await
+            && response.status().is_success()
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "could not create bucket {bucket}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The AWS environment that points object_store at a moto server.
+pub(crate) fn aws_env(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("AWS_ENDPOINT", endpoint),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    .collect()
+}
+
+/// One server's PostgreSQL database and S3 bucket, removed when dropped.
+pub(crate) struct ScaleOutStores {
+    database: String,
+    pub(crate) catalog_url: String,
+    bucket: String,
+    endpoint: String,
+    /// Each `lake_dir` call mirrors the bucket into a fresh folder under here.
+    mirrors: PathBuf,
+    mirror_count: Mutex<u32>,
+}
+
+impl ScaleOutStores {
+    pub(crate) async fn create(scratch: &Path) -> ScaleOutStores {
+        let suffix = random_suffix();
+        let database = format!("telltale_it_{suffix}");
+        psql(
+            &postgres_admin_url(),
+            &format!("CREATE DATABASE {database}"),
+        );
+        let catalog_url = match postgres_admin_url().rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{database}"),
+            None => panic!("TELLTALE_TEST_POSTGRES_URL needs a database path"),
+        };
+        let moto = shared_moto();
+        let bucket = format!("telltale-it-{suffix}");
+        create_bucket(&moto.endpoint, &bucket).await;
+        ScaleOutStores {
+            database,
+            catalog_url,
+            bucket,
+            endpoint: moto.endpoint.clone(),
+            mirrors: scratch.join("lake-mirrors"),
+            mirror_count: Mutex::new(0),
+        }
+    }
+
+    pub(crate) fn lake_url(&self) -> String {
+        format!("s3://{}", self.bucket)
+    }
+
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
+        aws_env(&self.endpoint)
+    }
+
+    /// Runs SQL on the catalog database; rows `|`-separated, as the SQLite helper prints them.
+    pub(crate) fn catalog_sql(&self, sql: &str) -> String {
+        psql(&self.catalog_url, sql)
+    }
+
+    /// Downloads every object of the bucket into a new folder and returns it.
+    pub(crate) fn mirror_lake(&self) -> PathBuf {
+        let mut count = self.mirror_count.lock().expect("mirror count");
+        *count += 1;
+        let target = self.mirrors.join(count.to_string());
+        std::fs::create_dir_all(&target).expect("create the mirror folder");
+        self.s3_script(PYTHON_S3_MIRROR, &[&target.display().to_string()], None);
+        target
+    }
+
+    /// Overwrites one object of the lake.
+    pub(crate) fn put_object(&self, path: &str, bytes: &[u8]) {
+        self.s3_script(PYTHON_S3_PUT, &[path], Some(bytes));
+    }
+
+    fn s3_script(&self, script: &str, args: &[&str], stdin: Option<&[u8]>) {
+        let mut child = Command::new("python3")
+            .args(["-c", script, &self.endpoint, &self.bucket])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run python3 with boto3 (installed with moto)");
+        if let Some(mut pipe) = child.stdin.take() {
+            pipe.write_all(stdin.unwrap_or_default())
+                .expect("write the object body");
+        }
+        let output = child.wait_with_output().expect("wait for python3");
+        assert!(
+            output.status.success(),
+            "S3 helper failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for ScaleOutStores {
+    fn drop(&mut self) {
+        // Best effort: a database left behind only costs disk space on the test machine.
+        let _ = Command::new("psql")
+            .args(["-X", "-q", "-d", &postgres_admin_url(), "-c"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.database
+            ))
+            .output();
+    }
+}
+
+const PYTHON_S3_MIRROR: &str = r#"
+import os, sys, boto3
+endpoint, bucket, target = sys.argv[1:4]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                  aws_access_key_id="testing", aws_secret_access_key="testing")
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+    for item in page.get("Contents", []):
+        path = os.path.join(target, item["Key"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        s3.download_file(bucket, item["Key"], path)
+"#;
+
+const PYTHON_S3_PUT: &str = r#"
+import sys, boto3
+endpoint, bucket, key = sys.argv[1:4]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                  aws_access_key_id="testing", aws_secret_access_key="testing")
+s3.put_object(Bucket=bucket, Key=key, Body=sys.stdin.buffer.read())
+"#;
+
+/// Runs one statement with `psql`; returns unaligned rows separated by `|`.
+fn psql(url: &str, sql: &str) -> String {
+    let output = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-F",
+            "|",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            url,
+            "-c",
+        ])
+        .arg(sql)
+        .output()
+        .expect("run psql (PostgreSQL's client)");
+    assert!(
+        output.status.success(),
+        "psql {sql:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8 output")
+}
+
+fn random_suffix() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..16].to_owned()
+}
