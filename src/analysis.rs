@@ -48,7 +48,6 @@ pub fn build_scorer(
             max_events_per_pass: args.scoring_max_events_per_pass.max(1),
             pause_between_chunks: Duration::from_millis(args.scoring_pause_ms),
             lease: Duration::from_secs(args.scoring_lease_secs.max(1)),
-            ..ScoringSettings::default()
         },
         owner,
     })

@@ -154,31 +154,31 @@ pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
         .with_context(|| format!("opening catalog {catalog_url}"))?;
     let lake = ingest::lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
     let instance = instance_id(storage)?;
+    let applied_before = catalog
+        .wal_watermark(&instance, catalog::WalConsumer::Lake)
+        .await?;
+    // Starting replays the log and flushes what the lake lacks; the shutdown flushes the rest.
     let ingestor = Ingestor::start(IngestConfig::new(instance.clone(), wal_dir), catalog, lake)
         .await
         .context("opening the write-ahead log (is a server still running on this data dir?)")?;
-    let report = ingestor.shutdown().await.context("flushing the log")?;
+    ingestor.shutdown().await.context("flushing the log")?;
     let position = ingestor.log_position();
+    let records_flushed = position.lake_watermark.saturating_sub(applied_before);
     if json {
         println!(
             "{}",
             serde_json::json!({
                 "instance": instance,
-                "files": report.files,
-                "events": report.events,
+                "recordsFlushed": records_flushed,
                 "position": position,
                 "drained": position.is_drained(),
             })
         );
     } else {
         println!(
-            "instance {instance}: {} events flushed in {} files; log through {}, lake through {}, \
-             statistics through {}",
-            report.events,
-            report.files,
-            position.last_lsn,
-            position.lake_watermark,
-            position.stats_watermark
+            "instance {instance}: {records_flushed} logged batches flushed to the lake; log \
+             through {}, lake through {}, statistics through {}",
+            position.last_lsn, position.lake_watermark, position.stats_watermark
         );
     }
     if !position.is_drained() {

@@ -161,12 +161,17 @@ async fn two_instances_share_sessions_runs_and_deletions() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    assert!(
-        second
-            .lookup_rows(&key, &survey.survey_id, std::slice::from_ref(&deleted))
-            .await
-            .is_empty(),
-        "nothing of the deleted session is left to look up"
+    let rows = second
+        .lookup_rows(&key, &survey.survey_id, std::slice::from_ref(&deleted))
+        .await;
+    assert_eq!(
+        (
+            &rows[0]["captured"],
+            &rows[0]["eventCount"],
+            &rows[0]["humanScorePercent"]
+        ),
+        (&json!(false), &json!(0), &serde_json::Value::Null),
+        "nothing of the deleted session is left to look up: {rows:?}"
     );
 }
 

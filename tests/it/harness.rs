@@ -149,6 +149,15 @@ impl TestServer {
                 .collect(),
         };
         server.spawn().await;
+        if server.scale_out.is_some() && !server.extra_args.iter().any(|arg| arg == "--lake") {
+            // The scale-out stores really are in use: nothing of the embedded default exists.
+            for embedded in ["catalog.db", "lake"] {
+                assert!(
+                    !server.data_dir.join(embedded).exists(),
+                    "{embedded} created on a scale-out server"
+                );
+            }
+        }
         server
     }
 

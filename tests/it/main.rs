@@ -10,6 +10,7 @@ mod cli;
 mod collector;
 mod context;
 mod deletion;
+mod drain;
 mod durability;
 mod embed;
 mod fleet;
