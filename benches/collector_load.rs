@@ -18,7 +18,6 @@
 //! 1000 events, one after another; 1 makes every batch a new session, the worst case for the
 //! session statistics).
 
-use std::fmt::Write as _;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,114 +26,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 mod common;
+use common::load::{EVENTS_PER_BATCH, Rng, closed_loop, identifier, percentile, pointer_batch};
 use common::{start_server, watch_rss};
-
-const EVENTS_PER_BATCH: usize = 20;
-
-/// A small fast PRNG (xorshift64*): generating bodies must not dominate the client's CPU.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn step(&mut self, spread: i64) -> i64 {
-        (self.next() % (2 * spread as u64 + 1)) as i64 - spread
-    }
-}
-
-/// A pointer path continuing from `state`: small moves every ~16 ms, as a browser samples them.
-fn pointer_batch(rng: &mut Rng, state: &mut (i64, i64, i64)) -> String {
-    let mut body = String::with_capacity(EVENTS_PER_BATCH * 110 + 16);
-    body.push_str("{\"events\":[");
-    for index in 0..EVENTS_PER_BATCH {
-        state.0 = (state.0 + rng.step(6)).clamp(0, 1920);
-        state.1 = (state.1 + rng.step(6)).clamp(0, 1080);
-        state.2 += 16 + rng.step(3);
-        if index > 0 {
-            body.push(',');
-        }
-        let _ = write!(
-            body,
-            "{{\"type\":\"pointermove\",\"timestamp\":{},\"data\":{{\"x\":{},\"y\":{},\"pointerType\":\"mouse\",\"trusted\":true}}}}",
-            state.2, state.0, state.1
-        );
-    }
-    body.push_str("]}");
-    body
-}
-
-struct Throughput {
-    requests: u64,
-    errors: u64,
-    seconds: f64,
-}
-
-impl Throughput {
-    fn rate(&self) -> f64 {
-        self.requests as f64 / self.seconds
-    }
-}
-
-/// Closed loop: `connections` tasks send back to back for `duration`.
-async fn closed_loop(
-    client: &reqwest::Client,
-    connections: usize,
-    duration: Duration,
-    request: impl Fn(&reqwest::Client, usize, &mut Rng, &mut (i64, i64, i64)) -> reqwest::RequestBuilder
-    + Send
-    + Sync
-    + Clone
-    + 'static,
-) -> Throughput {
-    let ok = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let deadline = start + duration;
-    let mut tasks = Vec::new();
-    for worker in 0..connections {
-        let (client, ok, errors, request) =
-            (client.clone(), ok.clone(), errors.clone(), request.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut rng = Rng(
-                0x9E37_79B9_7F4A_7C15 ^ (worker as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03)
-            );
-            let mut state = (960, 540, 1_763_800_000_000);
-            while Instant::now() < deadline {
-                match request(&client, worker, &mut rng, &mut state).send().await {
-                    Ok(response) if response.status().is_success() => {
-                        ok.fetch_add(1, Ordering::Relaxed);
-                    }
-                    _ => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        }));
-    }
-    for task in tasks {
-        let _ = task.await;
-    }
-    Throughput {
-        requests: ok.load(Ordering::Relaxed),
-        errors: errors.load(Ordering::Relaxed),
-        seconds: start.elapsed().as_secs_f64(),
-    }
-}
-
-/// The browser session of a connection's `serial`-th batch: each connection plays one session
-/// of `batches_per_session` batches after another.
-fn identifier(worker: usize, serial: u64, batches_per_session: u64) -> String {
-    format!(
-        "{:08x}-0000-4000-8000-{:012x}",
-        worker,
-        serial / batches_per_session
-    )
-}
 
 /// One request of the open loop: a POST of `body`, or a GET.
 struct OpenRequest {
@@ -201,15 +94,6 @@ async fn open_loop(
     let mut latencies = std::mem::take(&mut *latencies.lock());
     latencies.sort();
     (latencies, errors.load(Ordering::Relaxed))
-}
-
-/// The `p`-quantile of sorted latencies, in milliseconds.
-fn percentile(latencies: &[Duration], p: f64) -> f64 {
-    if latencies.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
-    latencies[index].as_secs_f64() * 1000.0
 }
 
 #[tokio::main]

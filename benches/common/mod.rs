@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod load;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -27,6 +29,15 @@ impl Drop for Server {
 /// Starts the release binary on `data_dir` with the collector limits off (all load comes from
 /// one address), plus `extra` flags and any in `BENCH_SERVER_ARGS`.
 pub(crate) fn start_server(data_dir: &std::path::Path, extra: &[&str]) -> anyhow::Result<Server> {
+    start_server_with_env(data_dir, extra, &[])
+}
+
+/// [`start_server`] with environment variables (e.g. the AWS ones of an S3 lake).
+pub(crate) fn start_server_with_env(
+    data_dir: &std::path::Path,
+    extra: &[&str],
+    env: &[(String, String)],
+) -> anyhow::Result<Server> {
     let log_filter = if extra.contains(&"--log-filter") {
         Vec::new()
     } else {
@@ -45,6 +56,7 @@ pub(crate) fn start_server(data_dir: &std::path::Path, extra: &[&str]) -> anyhow
                 .unwrap_or_default()
                 .split_whitespace(),
         )
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
