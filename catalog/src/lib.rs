@@ -311,6 +311,26 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         erasure: Option<&SessionErasure>,
     ) -> Result<bool>;
 
+    /// Takes the compaction of one partition (a survey's events files of one date, `""` for
+    /// none) for `owner` for `lease_ms`, unless another worker holds it. Instances sharing a
+    /// catalog then split compaction work instead of racing for the same files (the file swap
+    /// would let only one of them commit anyway).
+    async fn claim_compaction(
+        &self,
+        survey: &SurveyId,
+        partition: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<bool>;
+
+    /// Gives a partition's compaction claim back once `owner` is done with it.
+    async fn release_compaction(
+        &self,
+        survey: &SurveyId,
+        partition: &str,
+        owner: &str,
+    ) -> Result<()>;
+
     /// Objects that exist, or may, without being live: files a committed rewrite replaced
     /// (no owner), and uploads of rewrites not committed (yet, or ever).
     async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>>;

@@ -32,13 +32,9 @@ use crate::{Catalog, Error, Result, now_millis};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
-/// Advisory lock classes (the first half of a two-key advisory lock).
+/// Advisory lock classes (the first half of a two-key advisory lock); class 2 is the API
+/// limit's, taken in `telltale_admit_api_request` (migration 0003).
 const LOCK_TOMBSTONE_IDS: i32 = 1;
-const LOCK_API_KEY: i32 = 2;
-
-/// The database's own clock in Unix milliseconds: every instance reads one clock for leases
-/// and limits, so clock skew between machines cannot stretch or shrink them.
-const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 #[derive(Debug, Clone)]
 pub struct PgCatalog {
@@ -324,49 +320,19 @@ impl Catalog for PgCatalog {
         limit: u32,
         window_ms: i64,
     ) -> Result<ApiAdmission> {
-        let mut tx = self.pool.begin().await?;
-        // A lost row only lets one request more through after a database crash: not worth a
-        // disk flush per API request.
-        sqlx::query("SET LOCAL synchronous_commit = off")
-            .execute(&mut *tx)
-            .await?;
-        // One key's requests are counted one at a time, on every instance.
-        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-            .bind(LOCK_API_KEY)
-            .bind(key.as_str())
-            .execute(&mut *tx)
-            .await?;
-        let now: i64 = sqlx::query_scalar(&format!("SELECT {DB_NOW}"))
-            .fetch_one(&mut *tx)
-            .await?;
-        sqlx::query("DELETE FROM api_requests WHERE key_prefix = $1 AND accepted_at <= $2")
-            .bind(key.as_str())
-            .bind(now - window_ms)
-            .execute(&mut *tx)
-            .await?;
-        let row = sqlx::query(
-            "SELECT count(*) AS accepted, min(accepted_at) AS oldest
-             FROM api_requests WHERE key_prefix = $1",
-        )
-        .bind(key.as_str())
-        .fetch_one(&mut *tx)
-        .await?;
-        let accepted: i64 = row.try_get("accepted")?;
-        let oldest: Option<i64> = row.try_get("oldest")?;
-        let admission = if accepted < i64::from(limit) {
-            sqlx::query("INSERT INTO api_requests (key_prefix, accepted_at) VALUES ($1, $2)")
+        // One round trip: the function (migration 0003) locks the key, prunes, counts and
+        // records, without a disk flush of its own.
+        let wait_ms: Option<i64> =
+            sqlx::query_scalar("SELECT telltale_admit_api_request($1, $2, $3)")
                 .bind(key.as_str())
-                .bind(now)
-                .execute(&mut *tx)
+                .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+                .bind(window_ms)
+                .fetch_one(&self.pool)
                 .await?;
-            ApiAdmission::Accepted
-        } else {
-            ApiAdmission::Refused {
-                wait_ms: (oldest.unwrap_or(now) + window_ms - now).max(0),
-            }
-        };
-        tx.commit().await?;
-        Ok(admission)
+        Ok(match wait_ms {
+            None => ApiAdmission::Accepted,
+            Some(wait_ms) => ApiAdmission::Refused { wait_ms },
+        })
     }
 
     async fn provision_survey(
@@ -1207,6 +1173,62 @@ impl Catalog for PgCatalog {
         }
         tx.commit().await?;
         Ok(true)
+    }
+
+    async fn claim_compaction(
+        &self,
+        survey: &SurveyId,
+        partition: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<bool> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO compaction_claims (survey_id, partition_date) VALUES ($1, $2)
+             ON CONFLICT (survey_id, partition_date) DO NOTHING",
+        )
+        .bind(survey.as_str())
+        .bind(partition)
+        .execute(&mut *tx)
+        .await?;
+        // SKIP LOCKED: a partition another instance is claiming right now is simply not ours.
+        let claimed = sqlx::query(
+            "UPDATE compaction_claims SET owner = $3, lease_until = $4
+             WHERE (survey_id, partition_date) IN (
+                 SELECT survey_id, partition_date FROM compaction_claims
+                 WHERE survey_id = $1 AND partition_date = $2
+                   AND (owner IS NULL OR owner = $3 OR lease_until < $5)
+                 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(survey.as_str())
+        .bind(partition)
+        .bind(owner)
+        .bind(now.saturating_add(lease_ms))
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(claimed == 1)
+    }
+
+    async fn release_compaction(
+        &self,
+        survey: &SurveyId,
+        partition: &str,
+        owner: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE compaction_claims SET owner = NULL, lease_until = 0
+             WHERE survey_id = $1 AND partition_date = $2 AND owner = $3",
+        )
+        .bind(survey.as_str())
+        .bind(partition)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>> {

@@ -1049,6 +1049,52 @@ impl Catalog for SqliteCatalog {
         Ok(swapped)
     }
 
+    async fn claim_compaction(
+        &self,
+        survey: &SurveyId,
+        partition: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Result<bool> {
+        let now = now_millis();
+        // One statement; SQLite's single writer makes the check and the take one step.
+        let claimed = sqlx::query(
+            "INSERT INTO compaction_claims (survey_id, partition_date, owner, lease_until)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (survey_id, partition_date) DO UPDATE SET
+                 owner = excluded.owner, lease_until = excluded.lease_until
+             WHERE compaction_claims.owner IS NULL OR compaction_claims.owner = ?3
+                OR compaction_claims.lease_until < ?5",
+        )
+        .bind(survey.as_str())
+        .bind(partition)
+        .bind(owner)
+        .bind(now.saturating_add(lease_ms))
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(claimed == 1)
+    }
+
+    async fn release_compaction(
+        &self,
+        survey: &SurveyId,
+        partition: &str,
+        owner: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE compaction_claims SET owner = NULL, lease_until = 0
+             WHERE survey_id = ? AND partition_date = ? AND owner = ?",
+        )
+        .bind(survey.as_str())
+        .bind(partition)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>> {
         let rows = sqlx::query(
             "SELECT u.path, u.owner, u.created_at FROM lake_unlinked_objects u

@@ -137,6 +137,7 @@ conformance!(
     tombstones_polled_by_id_miss_none_under_concurrent_requests,
     scores_and_erasure_show_in_lookup,
     a_deletion_is_claimed_by_one_instance,
+    a_partition_is_compacted_by_one_instance_at_a_time,
 );
 
 const REFERENCE: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
@@ -505,6 +506,71 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
         .await
         .expect("lookup");
     assert_eq!(still.len(), 1, "other sessions are untouched");
+}
+
+async fn a_partition_is_compacted_by_one_instance_at_a_time(fixture: Fixture) {
+    let survey = new_survey(fixture.catalog()).await;
+    let other = fixture.second_instance().await;
+    let mut claims = Vec::new();
+    for attempt in 0..8 {
+        let catalog = if attempt % 2 == 0 {
+            fixture.catalog.clone()
+        } else {
+            other.clone()
+        };
+        let survey = survey.id.clone();
+        claims.push(tokio::spawn(async move {
+            let owner = format!("worker-{attempt}");
+            let won = catalog
+                .claim_compaction(&survey, "2026-11-23", &owner, 60_000)
+                .await?;
+            Ok::<_, Error>(won.then_some(owner))
+        }));
+    }
+    let mut winners = Vec::new();
+    for claim in claims {
+        winners.extend(claim.await.expect("task").expect("claim"));
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let winner = &winners[0];
+    assert!(
+        other
+            .claim_compaction(&survey.id, "", "anyone", 60_000)
+            .await
+            .expect("claim"),
+        "another partition is free"
+    );
+    // Released by someone else: nothing changes; by the holder: free again.
+    other
+        .release_compaction(&survey.id, "2026-11-23", "not-the-holder")
+        .await
+        .expect("release");
+    assert!(
+        !other
+            .claim_compaction(&survey.id, "2026-11-23", "late", 60_000)
+            .await
+            .expect("claim")
+    );
+    fixture
+        .catalog()
+        .release_compaction(&survey.id, "2026-11-23", winner)
+        .await
+        .expect("release");
+    assert!(
+        other
+            .claim_compaction(&survey.id, "2026-11-23", "late", 1)
+            .await
+            .expect("claim")
+    );
+    // A lapsed lease is claimable.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        fixture
+            .catalog()
+            .claim_compaction(&survey.id, "2026-11-23", "next", 60_000)
+            .await
+            .expect("claim")
+    );
 }
 
 async fn a_deletion_is_claimed_by_one_instance(fixture: Fixture) {

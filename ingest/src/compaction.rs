@@ -80,10 +80,19 @@ pub async fn compact(
             tracing::debug!(survey = %survey_id, "compaction skips a survey being scored");
             continue;
         }
+        let partition = date.as_deref().unwrap_or("");
+        if !catalog
+            .claim_compaction(&survey_id, partition, owner, CLAIM_LEASE_MS)
+            .await?
+        {
+            tracing::debug!(survey = %survey_id, partition, "another worker compacts this partition");
+            continue;
+        }
         // Commit order is log order, which the merge keeps within each session.
         small.sort_by_key(|file| file.id);
+        let mut compacted = Ok(());
         for group in groups(&small, config.target_rows) {
-            compact_group(
+            compacted = compact_group(
                 catalog,
                 lake,
                 owner,
@@ -92,11 +101,23 @@ pub async fn compact(
                 group,
                 &mut report,
             )
-            .await?;
+            .await;
+            if compacted.is_err() {
+                break;
+            }
         }
+        // Released even after a failure; a claim that is never released lapses with its lease.
+        catalog
+            .release_compaction(&survey_id, partition, owner)
+            .await?;
+        compacted?;
     }
     Ok(report)
 }
+
+/// How long a compaction claim holds without release. A partition's compaction takes seconds to
+/// minutes; one that outlasts the claim can meet a second worker, whose file swap then loses.
+const CLAIM_LEASE_MS: i64 = 10 * 60 * 1000;
 
 /// Consecutive runs of files of at most `target_rows` rows in all, of two files or more.
 fn groups(files: &[LakeFile], target_rows: u64) -> Vec<&[LakeFile]> {
