@@ -1,6 +1,7 @@
--- The integration API's per-key limit in one round trip: counting a request took a transaction
--- of seven statements from the server (lock, clock, prune, count, insert), about 3 ms of every
--- lookup's latency. Returns NULL when the request is accepted (and counted), otherwise the
+-- The integration API's per-key limit in one round trip instead of a transaction of seven
+-- statements sent one by one (lock, clock, prune, count, insert). benches/scale_out showed no
+-- lookup latency gain beyond its noise, but each API request now holds a pooled connection for
+-- one round trip. Returns NULL when the request is accepted (and counted), otherwise the
 -- milliseconds until one would be.
 CREATE FUNCTION telltale_admit_api_request(p_key TEXT, p_limit INTEGER, p_window_ms BIGINT)
 RETURNS BIGINT
