@@ -843,6 +843,20 @@ impl Ingestor {
         Ok(())
     }
 
+    /// Stops the background tasks without flushing and drops the handle, as a killed process
+    /// would: the log's lock is released once every task's hold on it is gone, so a test can
+    /// start the ingestor again in the same process.
+    #[cfg(test)]
+    pub(crate) async fn crash(self) {
+        let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
+        for task in &tasks {
+            task.abort();
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
     fn spawn_background(&self) {
         let mut tasks = self.tasks.lock();
 
@@ -1284,7 +1298,8 @@ mod tests {
             }
             // Statistics applied, the lake not: the two consumers are at different positions.
             ingestor.apply_stats().await.expect("stats");
-            // Dropped without shutdown, like a crash: nothing else reaches the catalog or lake.
+            // Stopped without shutdown, like a crash: nothing else reaches the catalog or lake.
+            ingestor.crash().await;
         }
         let ingestor = start(&fixture, 1 << 20).await.expect("restart");
         let summaries = fixture
@@ -1299,6 +1314,8 @@ mod tests {
         let rows = read_events(&fixture).await;
         assert_eq!(rows.len(), 20, "replayed into the lake once");
         ingestor.shutdown().await.expect("shutdown");
+        // The log stays locked while a handle lives.
+        drop(ingestor);
         let restarted = start(&fixture, 1 << 20).await.expect("third start");
         restarted.shutdown().await.expect("shutdown");
         assert_eq!(read_events(&fixture).await.len(), 20, "no second replay");
