@@ -321,9 +321,10 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         partition: &str,
         owner: &str,
         lease_ms: i64,
-    ) -> Result<bool>;
+    ) -> Result<CompactionClaim>;
 
-    /// Gives a partition's compaction claim back once `owner` is done with it.
+    /// Gives a partition's compaction claim back once `owner` is done with it (or for a worker
+    /// known to be dead).
     async fn release_compaction(
         &self,
         survey: &SurveyId,

@@ -393,3 +393,11 @@ pub enum ApiAdmission {
         wait_ms: i64,
     },
 }
+
+/// The answer to a compaction claim ([`crate::Catalog::claim_compaction`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactionClaim {
+    Claimed,
+    /// Another worker holds the partition, until its lease lapses or it releases it.
+    HeldBy(String),
+}

@@ -1181,7 +1181,7 @@ impl Catalog for PgCatalog {
         partition: &str,
         owner: &str,
         lease_ms: i64,
-    ) -> Result<bool> {
+    ) -> Result<CompactionClaim> {
         let now = now_millis();
         let mut tx = self.pool.begin().await?;
         sqlx::query(
@@ -1209,8 +1209,20 @@ impl Catalog for PgCatalog {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        if claimed == 1 {
+            tx.commit().await?;
+            return Ok(CompactionClaim::Claimed);
+        }
+        let holder: Option<String> = sqlx::query_scalar(
+            "SELECT owner FROM compaction_claims WHERE survey_id = $1 AND partition_date = $2",
+        )
+        .bind(survey.as_str())
+        .bind(partition)
+        .fetch_one(&mut *tx)
+        .await?;
         tx.commit().await?;
-        Ok(claimed == 1)
+        // No owner: it was being claimed by another instance a moment ago.
+        Ok(CompactionClaim::HeldBy(holder.unwrap_or_default()))
     }
 
     async fn release_compaction(

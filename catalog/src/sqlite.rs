@@ -1055,7 +1055,7 @@ impl Catalog for SqliteCatalog {
         partition: &str,
         owner: &str,
         lease_ms: i64,
-    ) -> Result<bool> {
+    ) -> Result<CompactionClaim> {
         let now = now_millis();
         // One statement; SQLite's single writer makes the check and the take one step.
         let claimed = sqlx::query(
@@ -1074,7 +1074,17 @@ impl Catalog for SqliteCatalog {
         .execute(&self.pool)
         .await?
         .rows_affected();
-        Ok(claimed == 1)
+        if claimed == 1 {
+            return Ok(CompactionClaim::Claimed);
+        }
+        let holder: Option<String> = sqlx::query_scalar(
+            "SELECT owner FROM compaction_claims WHERE survey_id = ? AND partition_date = ?",
+        )
+        .bind(survey.as_str())
+        .bind(partition)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(CompactionClaim::HeldBy(holder.unwrap_or_default()))
     }
 
     async fn release_compaction(

@@ -521,10 +521,10 @@ async fn a_partition_is_compacted_by_one_instance_at_a_time(fixture: Fixture) {
         let survey = survey.id.clone();
         claims.push(tokio::spawn(async move {
             let owner = format!("worker-{attempt}");
-            let won = catalog
+            let claim = catalog
                 .claim_compaction(&survey, "2026-11-23", &owner, 60_000)
                 .await?;
-            Ok::<_, Error>(won.then_some(owner))
+            Ok::<_, Error>((claim == CompactionClaim::Claimed).then_some(owner))
         }));
     }
     let mut winners = Vec::new();
@@ -533,11 +533,12 @@ async fn a_partition_is_compacted_by_one_instance_at_a_time(fixture: Fixture) {
     }
     assert_eq!(winners.len(), 1, "{winners:?}");
     let winner = &winners[0];
-    assert!(
+    assert_eq!(
         other
             .claim_compaction(&survey.id, "", "anyone", 60_000)
             .await
             .expect("claim"),
+        CompactionClaim::Claimed,
         "another partition is free"
     );
     // Released by someone else: nothing changes; by the holder: free again.
@@ -545,31 +546,35 @@ async fn a_partition_is_compacted_by_one_instance_at_a_time(fixture: Fixture) {
         .release_compaction(&survey.id, "2026-11-23", "not-the-holder")
         .await
         .expect("release");
-    assert!(
-        !other
+    assert_eq!(
+        other
             .claim_compaction(&survey.id, "2026-11-23", "late", 60_000)
             .await
-            .expect("claim")
+            .expect("claim"),
+        CompactionClaim::HeldBy(winner.clone()),
+        "the holder is named"
     );
     fixture
         .catalog()
         .release_compaction(&survey.id, "2026-11-23", winner)
         .await
         .expect("release");
-    assert!(
+    assert_eq!(
         other
             .claim_compaction(&survey.id, "2026-11-23", "late", 1)
             .await
-            .expect("claim")
+            .expect("claim"),
+        CompactionClaim::Claimed
     );
     // A lapsed lease is claimable.
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(
+    assert_eq!(
         fixture
             .catalog()
             .claim_compaction(&survey.id, "2026-11-23", "next", 60_000)
             .await
-            .expect("claim")
+            .expect("claim"),
+        CompactionClaim::Claimed
     );
 }
 

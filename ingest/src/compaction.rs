@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use catalog::{Catalog, LakeFile, LakeFileKind, NewLakeFile, SurveyId};
+use catalog::{Catalog, CompactionClaim, LakeFile, LakeFileKind, NewLakeFile, SurveyId};
 
 use crate::events_file;
 use crate::lake::{self, Lake};
@@ -81,10 +81,7 @@ pub async fn compact(
             continue;
         }
         let partition = date.as_deref().unwrap_or("");
-        if !catalog
-            .claim_compaction(&survey_id, partition, owner, CLAIM_LEASE_MS)
-            .await?
-        {
+        if !claim(catalog, &survey_id, partition, owner).await? {
             tracing::debug!(survey = %survey_id, partition, "another worker compacts this partition");
             continue;
         }
@@ -113,6 +110,32 @@ pub async fn compact(
         compacted?;
     }
     Ok(report)
+}
+
+/// Claims a partition, taking it over from a command-line compaction of this host that died
+/// holding it (a server's claim lapses with its lease, or returns to it when it restarts).
+async fn claim(
+    catalog: &Arc<dyn Catalog>,
+    survey: &SurveyId,
+    partition: &str,
+    owner: &str,
+) -> Result<bool, RewriteError> {
+    match catalog
+        .claim_compaction(survey, partition, owner, CLAIM_LEASE_MS)
+        .await?
+    {
+        CompactionClaim::Claimed => Ok(true),
+        CompactionClaim::HeldBy(holder) if rewrite::command_line_owner_is_dead(&holder) => {
+            catalog
+                .release_compaction(survey, partition, &holder)
+                .await?;
+            Ok(catalog
+                .claim_compaction(survey, partition, owner, CLAIM_LEASE_MS)
+                .await?
+                == CompactionClaim::Claimed)
+        }
+        CompactionClaim::HeldBy(_) => Ok(false),
+    }
 }
 
 /// How long a compaction claim holds without release. A partition's compaction takes seconds to

@@ -480,7 +480,7 @@ fn host_name() -> String {
 }
 
 /// Whether `owner` names a command-line process of this host that no longer runs.
-fn command_line_owner_is_dead(owner: &str) -> bool {
+pub(crate) fn command_line_owner_is_dead(owner: &str) -> bool {
     let Some((pid, host)) = owner
         .strip_prefix("cli-")
         .and_then(|rest| rest.split_once('@'))
