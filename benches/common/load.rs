@@ -121,3 +121,70 @@ pub(crate) fn percentile(latencies: &[Duration], p: f64) -> f64 {
     let index = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
     latencies[index].as_secs_f64() * 1000.0
 }
+
+/// One request of the open loop: a POST of `body`, or a GET.
+pub(crate) struct OpenRequest {
+    pub(crate) url: String,
+    pub(crate) body: Option<String>,
+}
+
+pub(crate) fn client_for_open(url: &str, body: Option<String>) -> OpenRequest {
+    OpenRequest {
+        url: url.to_owned(),
+        body,
+    }
+}
+
+/// Open loop: requests start on a fixed schedule whatever the answers' latency, and each latency
+/// is timed from its scheduled start, so queueing (in the client or the server) is counted.
+/// Returns the sorted latencies of successful requests and the number of failures.
+pub(crate) async fn open_loop(
+    rate: f64,
+    duration: Duration,
+    mut next: impl FnMut(u64) -> OpenRequest,
+) -> (Vec<Duration>, u64) {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .unwrap_or_default();
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let latencies = Arc::new(parking_lot::Mutex::new(Vec::with_capacity(
+        (rate as usize + 1) * duration.as_secs() as usize,
+    )));
+    let errors = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut in_flight = Vec::new();
+    let mut sent: u64 = 0;
+    while start.elapsed() < duration {
+        let scheduled = start + interval.mul_f64(sent as f64);
+        if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let OpenRequest { url, body } = next(sent);
+        let request = match body {
+            Some(body) => client
+                .post(url)
+                .header("content-type", "text/plain")
+                .body(body),
+            None => client.get(url),
+        };
+        let (latencies, errors) = (latencies.clone(), errors.clone());
+        in_flight.push(tokio::spawn(async move {
+            match request.send().await {
+                Ok(response) if response.status().is_success() => {
+                    latencies.lock().push(scheduled.elapsed())
+                }
+                _ => {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+        sent += 1;
+    }
+    for task in in_flight {
+        let _ = task.await;
+    }
+    let mut latencies = std::mem::take(&mut *latencies.lock());
+    latencies.sort();
+    (latencies, errors.load(Ordering::Relaxed))
+}
