@@ -40,7 +40,7 @@ mod common;
 use common::load::{
     Rng, Throughput, client_for_open, closed_loop, identifier, open_loop, percentile, pointer_batch,
 };
-use common::start_server;
+use common::{provision, start_server};
 
 const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -129,17 +129,12 @@ async fn durable(
     Ok(created(20))
 }
 
-/// Drains every waiting append, writes them with one `write`, `fdatasync`s once, wakes them.
-fn group_commit_writer(dir: &str, receiver: mpsc::Receiver<Waiter>) {
-    let open = |serial: u64| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(format!("{dir}/{serial:08}.log"))
-    };
-    let mut serial = 0;
-    let Ok(mut file) = open(serial) else { return };
-    let mut written = 0_u64;
+/// Group commit: takes every append waiting at that moment, hands their length-prefixed bodies
+/// to `write_and_sync` as one buffer, then wakes them. Stops at the first I/O error.
+fn group_commit(
+    receiver: mpsc::Receiver<Waiter>,
+    mut write_and_sync: impl FnMut(&[u8]) -> std::io::Result<()>,
+) {
     let mut buffer = Vec::with_capacity(1024 * 1024);
     let mut waiters = Vec::new();
     while let Ok(first) = receiver.recv() {
@@ -152,34 +147,47 @@ fn group_commit_writer(dir: &str, receiver: mpsc::Receiver<Waiter>) {
             buffer.extend_from_slice(&(body.len() as u32).to_le_bytes());
             buffer.extend_from_slice(body);
         }
-        if file
-            .write_all(&buffer)
-            .and_then(|()| file.sync_data())
-            .is_err()
-        {
+        if write_and_sync(&buffer).is_err() {
             return;
         }
-        written += buffer.len() as u64;
         for (_, done) in waiters.drain(..) {
             let _ = done.send(());
         }
+    }
+}
+
+/// Appends each group to the current file and `fdatasync`s it; a full file is replaced by a new
+/// one and deleted, as Telltale's log deletes consumed segments.
+fn group_commit_writer(dir: &str, receiver: mpsc::Receiver<Waiter>) {
+    let open = |serial: u64| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(format!("{dir}/{serial:08}.log"))
+    };
+    let mut serial = 0;
+    let Ok(mut file) = open(serial) else { return };
+    let mut written = 0_u64;
+    group_commit(receiver, |buffer| {
+        file.write_all(buffer)?;
+        file.sync_data()?;
+        written += buffer.len() as u64;
         if written >= SEGMENT_BYTES {
             let full = format!("{dir}/{serial:08}.log");
             serial += 1;
-            let Ok(next) = open(serial) else { return };
-            file = next;
+            file = open(serial)?;
             written = 0;
             let _ = std::fs::remove_file(full);
         }
-    }
+        Ok(())
+    });
 }
 
 /// The same group commit into one preallocated, synced file overwritten in place from offset 0
 /// when full: `fdatasync` then carries data blocks only, never a new file size or new blocks.
 fn overwriting_writer(dir: &str, receiver: mpsc::Receiver<Waiter>) {
     use std::os::unix::fs::FileExt as _;
-    let path = format!("{dir}/preallocated.log");
-    let Ok(file) = std::fs::File::create(&path) else {
+    let Ok(file) = std::fs::File::create(format!("{dir}/preallocated.log")) else {
         return;
     };
     let zeros = vec![0_u8; 1024 * 1024];
@@ -191,33 +199,15 @@ fn overwriting_writer(dir: &str, receiver: mpsc::Receiver<Waiter>) {
         return;
     }
     let mut offset = 0_u64;
-    let mut buffer = Vec::with_capacity(1024 * 1024);
-    let mut waiters = Vec::new();
-    while let Ok(first) = receiver.recv() {
-        waiters.push(first);
-        while let Ok(next) = receiver.try_recv() {
-            waiters.push(next);
-        }
-        buffer.clear();
-        for (body, _) in &waiters {
-            buffer.extend_from_slice(&(body.len() as u32).to_le_bytes());
-            buffer.extend_from_slice(body);
-        }
+    group_commit(receiver, |buffer| {
         if offset + buffer.len() as u64 > SEGMENT_BYTES {
             offset = 0;
         }
-        if file
-            .write_all_at(&buffer, offset)
-            .and_then(|()| file.sync_data())
-            .is_err()
-        {
-            return;
-        }
+        file.write_all_at(buffer, offset)?;
+        file.sync_data()?;
         offset += buffer.len() as u64;
-        for (_, done) in waiters.drain(..) {
-            let _ = done.send(());
-        }
-    }
+        Ok(())
+    });
 }
 
 // ---- the measurement ------------------------------------------------------------------------
@@ -322,18 +312,7 @@ async fn measure() -> anyhow::Result<()> {
 
     let data_dir = tempfile::tempdir()?;
     let server = start_server(data_dir.path(), &[])?;
-    let provisioned: serde_json::Value = client
-        .put(format!("{}/integrations/v1/surveys/bench", server.base))
-        .bearer_auth(&server.key)
-        .json(&serde_json::json!({ "name": "ceiling benchmark" }))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let tracking_key = provisioned["data"]["trackingKey"]
-        .as_str()
-        .context("tracking key")?;
+    let (_, tracking_key) = provision(&client, &server, "bench").await?;
     health_rate(&client, &server.base, connections, Duration::from_secs(1)).await;
     let health = health_rate(&client, &server.base, connections, phase).await;
     let collector = batch_rate(

@@ -23,14 +23,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
-
 mod common;
 use common::load::{
     EVENTS_PER_BATCH, Rng, client_for_open, closed_loop, identifier, open_loop, percentile,
     pointer_batch,
 };
-use common::{start_server, watch_rss};
+use common::{provision, start_server, watch_rss};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -55,19 +53,7 @@ async fn main() -> anyhow::Result<()> {
         .pool_max_idle_per_host(connections)
         .build()?;
 
-    let provisioned: serde_json::Value = client
-        .put(format!("{}/integrations/v1/surveys/bench", server.base))
-        .bearer_auth(&server.key)
-        .json(&serde_json::json!({ "name": "collector benchmark" }))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let tracking_key = provisioned["data"]["trackingKey"]
-        .as_str()
-        .context("tracking key")?
-        .to_owned();
+    let (_, tracking_key) = provision(&client, &server, "bench").await?;
     let event_base = Arc::new(format!("{}/event/{}", server.base, tracking_key));
 
     // Warm-up, so connection set-up is not measured.

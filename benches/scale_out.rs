@@ -18,11 +18,9 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-
 mod common;
 use common::load::{EVENTS_PER_BATCH, closed_loop, identifier, percentile, pointer_batch};
-use common::start_server_with_env;
+use common::{provision, start_server_with_env};
 
 #[path = "../tests/it/stores.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -55,23 +53,7 @@ async fn measure(
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(connections)
         .build()?;
-    let provisioned: serde_json::Value = client
-        .put(format!("{}/integrations/v1/surveys/bench", server.base))
-        .bearer_auth(&server.key)
-        .json(&serde_json::json!({ "name": "scale-out benchmark" }))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let survey_id = provisioned["data"]["surveyId"]
-        .as_str()
-        .context("survey id")?
-        .to_owned();
-    let tracking_key = provisioned["data"]["trackingKey"]
-        .as_str()
-        .context("tracking key")?
-        .to_owned();
+    let (survey_id, tracking_key) = provision(&client, &server, "bench").await?;
 
     let health_url = format!("{}/status/health", server.base);
     let url = health_url.clone();

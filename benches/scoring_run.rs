@@ -30,7 +30,7 @@ use scorer::synthetic::{Behaviour, Rng, session};
 use serde_json::{Value, json};
 
 mod common;
-use common::{Server, start_server, watch_rss};
+use common::{Server, provision, start_server, watch_rss};
 
 /// Events per collector request (the collector takes up to 1000).
 const EVENTS_PER_REQUEST: usize = 250;
@@ -40,30 +40,6 @@ fn env_number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(default)
-}
-
-async fn provision(
-    client: &reqwest::Client,
-    server: &Server,
-    name: &str,
-) -> anyhow::Result<(String, String)> {
-    let reply: Value = client
-        .put(format!("{}/integrations/v1/surveys/{name}", server.base))
-        .bearer_auth(&server.key)
-        .json(&json!({ "name": name }))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let data = &reply["data"];
-    Ok((
-        data["surveyId"].as_str().context("surveyId")?.to_owned(),
-        data["trackingKey"]
-            .as_str()
-            .context("trackingKey")?
-            .to_owned(),
-    ))
 }
 
 /// One generated session: its identifier (also its reference) and its events' JSON.

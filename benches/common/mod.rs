@@ -114,3 +114,29 @@ pub(crate) fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHan
         peak
     })
 }
+
+/// Provisions survey `name` (its external id and its name) on `server`; returns its survey id
+/// and tracking key.
+pub(crate) async fn provision(
+    client: &reqwest::Client,
+    server: &Server,
+    name: &str,
+) -> anyhow::Result<(String, String)> {
+    let reply: serde_json::Value = client
+        .put(format!("{}/integrations/v1/surveys/{name}", server.base))
+        .bearer_auth(&server.key)
+        .json(&serde_json::json!({ "name": name }))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let data = &reply["data"];
+    Ok((
+        data["surveyId"].as_str().context("surveyId")?.to_owned(),
+        data["trackingKey"]
+            .as_str()
+            .context("trackingKey")?
+            .to_owned(),
+    ))
+}
