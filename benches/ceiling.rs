@@ -40,7 +40,7 @@ mod common;
 use common::load::{
     Rng, Throughput, client_for_open, closed_loop, identifier, open_loop, percentile, pointer_batch,
 };
-use common::{provision, start_server};
+use common::{env_number, provision, start_server};
 
 const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -274,14 +274,8 @@ async fn batch_rate(
 }
 
 async fn measure() -> anyhow::Result<()> {
-    let seconds: u64 = std::env::var("BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    let connections: usize = std::env::var("BENCH_CONNECTIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
+    let seconds: u64 = env_number("BENCH_SECONDS", 10);
+    let connections: usize = env_number("BENCH_CONNECTIONS", 64);
     let phase = Duration::from_secs(seconds);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(connections)

@@ -28,23 +28,13 @@ use common::load::{
     EVENTS_PER_BATCH, Rng, client_for_open, closed_loop, identifier, open_loop, percentile,
     pointer_batch,
 };
-use common::{provision, start_server, watch_rss};
+use common::{env_number, provision, start_server, watch_rss};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let seconds: u64 = std::env::var("BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    let connections: usize = std::env::var("BENCH_CONNECTIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
-    let batches_per_session: u64 = std::env::var("BENCH_BATCHES_PER_SESSION")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50)
-        .max(1);
+    let seconds: u64 = env_number("BENCH_SECONDS", 10);
+    let connections: usize = env_number("BENCH_CONNECTIONS", 64);
+    let batches_per_session: u64 = env_number("BENCH_BATCHES_PER_SESSION", 50).max(1);
     let phase = Duration::from_secs(seconds);
     let data_dir = tempfile::tempdir()?;
     let mut server = start_server(data_dir.path(), &[])?;

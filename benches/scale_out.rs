@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::load::{EVENTS_PER_BATCH, closed_loop, identifier, percentile, pointer_batch};
-use common::{provision, start_server_with_env};
+use common::{env_number, provision, start_server_with_env};
 
 #[path = "../tests/it/stores.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -142,14 +142,8 @@ async fn measure(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let seconds: u64 = std::env::var("BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    let connections: usize = std::env::var("BENCH_CONNECTIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
+    let seconds: u64 = env_number("BENCH_SECONDS", 10);
+    let connections: usize = env_number("BENCH_CONNECTIONS", 64);
     let phase = Duration::from_secs(seconds);
 
     let embedded = measure("embedded", &[], &[], connections, phase).await?;

@@ -30,17 +30,10 @@ use scorer::synthetic::{Behaviour, Rng, session};
 use serde_json::{Value, json};
 
 mod common;
-use common::{Server, provision, start_server, watch_rss};
+use common::{Server, env_number, provision, start_server, watch_rss};
 
 /// Events per collector request (the collector takes up to 1000).
 const EVENTS_PER_REQUEST: usize = 250;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
 
 /// One generated session: its identifier (also its reference) and its events' JSON.
 fn generated_session(index: u64, small: bool) -> (String, Vec<String>) {
@@ -315,10 +308,10 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let target_events = env_number("BENCH_EVENTS", 10_000_000);
-    let lookup_sessions = env_number("BENCH_LOOKUP_SESSIONS", 1_000_000);
-    let lookups = env_number("BENCH_LOOKUPS", 2000);
-    let connections = env_number("BENCH_CONNECTIONS", 16) as usize;
+    let target_events = env_number::<u64>("BENCH_EVENTS", 10_000_000);
+    let lookup_sessions = env_number::<u64>("BENCH_LOOKUP_SESSIONS", 1_000_000);
+    let lookups = env_number::<u64>("BENCH_LOOKUPS", 2000);
+    let connections = env_number::<usize>("BENCH_CONNECTIONS", 16);
     let data_dir = tempfile::tempdir()?;
     // Flushes every second, so the lake is complete soon after loading ends; the run's phases
     // (flush, plan, scan, features, publish) are logged on stderr.

@@ -140,3 +140,12 @@ pub(crate) async fn provision(
             .to_owned(),
     ))
 }
+
+/// The number in environment variable `name` (e.g. `BENCH_SECONDS`), or `default` when it is
+/// unset or not a number.
+pub(crate) fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
