@@ -258,7 +258,7 @@ impl Ingestor {
                 replayed,
                 stats_backlog = stats.records.len(),
                 lake_backlog = lake.records.len(),
-                torn_bytes = recovered.truncated_bytes,
+                ignored_bytes = recovered.ignored_bytes,
                 "write-ahead log opened"
             );
         }
@@ -485,26 +485,22 @@ impl Ingestor {
 
     /// Makes the log forget everything acknowledged before this call: it is flushed (deleted
     /// sessions' batches are dropped on the way, see [`Ingestor::flush`]), the open segment is
-    /// closed, and every closed segment is deleted. An erasure calls this, so that no byte of
-    /// the erased session stays in the log.
+    /// closed into a fresh file, and every closed segment, free file and recycled spare is
+    /// deleted (see [`Wal::start_purge`]). An erasure calls this, so that no byte of the
+    /// erased session stays in the log.
     ///
-    /// Fails, leaving the erasure to retry, when a segment holding a record logged before the
-    /// call survives truncation (a consumer could not catch up, or a file could not be deleted):
-    /// an erasure must not report success while its bytes may still be on disk.
+    /// Fails, leaving the erasure to retry, when a segment from before the call survives
+    /// truncation (a consumer could not catch up, or a file could not be deleted): an erasure
+    /// must not report success while its bytes may still be on disk.
     pub async fn purge_log(&self) -> Result<(), IngestError> {
         self.make_visible().await?;
-        let logged_before = self.inner.wal.last_lsn();
-        self.inner.wal.roll_now().await?;
-        // Records logged between the first pass and the roll sit in the closed segment too.
+        let purge = self.inner.wal.start_purge().await?;
+        // Records logged between the first pass and the roll sit in a closed segment too.
         self.make_visible().await?;
         let through = self.consumed_through();
-        let wal = self.inner.wal.clone();
-        let retained = tokio::task::spawn_blocking(move || {
-            wal.truncate_through(through)?;
-            wal.retains_through(logged_before)
-        })
-        .await?
-        .map_err(Arc::new)?;
+        let retained = tokio::task::spawn_blocking(move || purge.finish(through))
+            .await?
+            .map_err(Arc::new)?;
         if retained {
             return Err(IngestError::LogNotPurged);
         }
@@ -668,7 +664,14 @@ impl Ingestor {
         for task in tasks {
             task.await?;
         }
-        self.flush_all().await
+        let report = self.flush_all().await?;
+        // A stopped instance keeps only the segments it may still need: free files hold old
+        // bodies, and a retired instance's folder would keep them out of an erasure's reach.
+        let wal = self.inner.wal.clone();
+        tokio::task::spawn_blocking(move || wal.discard_recycled())
+            .await?
+            .map_err(Arc::new)?;
+        Ok(report)
     }
 
     /// Where the log and its two consumers stand. Everything at or below both watermarks is
