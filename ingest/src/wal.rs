@@ -1033,7 +1033,7 @@ mod tests {
         }
         let (sink, _) = collecting_sink();
         let (wal, recovered) = Wal::open(dir.path(), sink).expect("reopen");
-        let lsns: Vec<u64> = recovered.records.iter().map(|r| r.lsn).collect();
+        let lsns = lsns_of(&recovered);
         assert_eq!(lsns, (1..=10).collect::<Vec<_>>());
         assert_eq!(recovered.records[3].identifier, "id3");
         let next = wal.append(append("after", "{}")).await.expect("append");
@@ -1107,7 +1107,7 @@ mod tests {
         drop(wal);
         let (sink, _) = collecting_sink();
         let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
-        let lsns: Vec<u64> = recovered.records.iter().map(|r| r.lsn).collect();
+        let lsns = lsns_of(&recovered);
         assert_eq!(lsns, vec![3]);
     }
 
@@ -1140,7 +1140,7 @@ mod tests {
 
         let (sink, _) = collecting_sink();
         let (wal, recovered) = Wal::open(dir.path(), sink).expect("reopen");
-        let lsns: Vec<u64> = recovered.records.iter().map(|r| r.lsn).collect();
+        let lsns = lsns_of(&recovered);
         assert_eq!(lsns, vec![1, 2, 3]);
         assert!(
             rolled.exists(),
@@ -1171,8 +1171,12 @@ mod tests {
         fs::copy(&segments[2].1, &segments[0].1).expect("copy");
         let (sink, _) = collecting_sink();
         let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
-        let lsns: Vec<u64> = recovered.records.iter().map(|r| r.lsn).collect();
+        let lsns = lsns_of(&recovered);
         assert_eq!(lsns, vec![3, 4, 5, 6]);
+    }
+
+    fn lsns_of(recovered: &Recovered) -> Vec<u64> {
+        recovered.records.iter().map(|record| record.lsn).collect()
     }
 
     /// Waits until the helper thread has a spare ready; `recycled` asks for a reused file.
@@ -1258,7 +1262,7 @@ mod tests {
         }
         let (sink, _) = collecting_sink();
         let (wal, recovered) = Wal::open(dir.path(), sink).expect("reopen");
-        let lsns: Vec<u64> = recovered.records.iter().map(|r| r.lsn).collect();
+        let lsns = lsns_of(&recovered);
         // Old record 4 of the reused file follows record 15 at a record boundary, checksum
         // intact: replay stops there because its number goes back, below the segment's name.
         assert_eq!(lsns, vec![13, 14, 15]);
@@ -1280,7 +1284,7 @@ mod tests {
         drop(wal);
         let (sink, _) = collecting_sink();
         let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
-        let lsns: Vec<u64> = recovered.records.iter().map(|r| r.lsn).collect();
+        let lsns = lsns_of(&recovered);
         assert_eq!(lsns, vec![13, 14, 15, 16]);
     }
 
