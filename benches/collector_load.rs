@@ -16,7 +16,8 @@
 //! Environment: `BENCH_SECONDS` (per phase, default 10), `BENCH_CONNECTIONS` (default 64),
 //! `BENCH_BATCHES_PER_SESSION` (default 50: each connection plays browser sessions of 50 batches,
 //! 1000 events, one after another; 1 makes every batch a new session, the worst case for the
-//! session statistics).
+//! session statistics); `BENCH_SERVER_ARGS` (extra server flags) and `BENCH_TELLTALE_BIN` (another
+//! build of the server to measure, e.g. the parent commit's release binary copied aside).
 
 use std::process::Command;
 use std::sync::Arc;

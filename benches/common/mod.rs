@@ -43,7 +43,11 @@ pub(crate) fn start_server_with_env(
     } else {
         vec!["--log-filter", "warn"]
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_telltale"))
+    // Another build of the server for A/B comparisons in one session, e.g. a copy of the parent
+    // commit's binary: BENCH_TELLTALE_BIN=/tmp/telltale-parent.
+    let binary = std::env::var_os("BENCH_TELLTALE_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_telltale").into());
+    let mut child = Command::new(binary)
         .args(["serve", "--bind", "127.0.0.1:0", "--collector-ip-rate", "0"])
         .args(["--collector-identifier-rate", "0"])
         .args(log_filter)
