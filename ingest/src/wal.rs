@@ -26,7 +26,9 @@
 //! carry a new size and new blocks through the file system's journal, which the lake's and the
 //! catalog's fsyncs share. (`benches/ceiling.rs` measured the difference: an open-loop p99 of
 //! 3.3-4.1 ms overwriting against 6.8-44 ms appending.) When no free file is ready, the helper
-//! creates and syncs a new one, so a roll inside the writer is still a rename.
+//! creates a new one, so a roll inside the writer is still a rename. Either way the helper fills
+//! the spare with zeros to 16 MiB and syncs it first, so that a new segment, or a recycled one
+//! longer than its predecessor, is written in place too.
 //!
 //! Recycled files hold old bodies past the write position. An erasure must leave none of them:
 //! [`Wal::start_purge`] deletes the free files and a recycled spare, stops recycling while it
@@ -57,6 +59,12 @@ const SLOW_SYNC: Duration = Duration::from_millis(50);
 /// Consumed segments kept for reuse; more are deleted. One per roll is taken, one per
 /// truncation returned, so a few suffice.
 const MAX_FREE_FILES: usize = 3;
+/// Size the helper fills every spare to, with zeros written and synced, before offering it. A
+/// segment usually ends at the next flush (about `--flush-bytes`, 8 MiB by default), so the
+/// writer's records land in blocks the file already has and its `fdatasync`s carry data only,
+/// never new blocks or a new size. A recycled file shorter than this is extended once; zeros
+/// read as the end of a segment (an empty payload does not decode).
+const PREALLOCATED_BYTES: u64 = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {
@@ -654,6 +662,7 @@ fn make_spare(shared: &Shared) {
         .write(true)
         .open(&spare_path)
         .and_then(|file| {
+            fill_with_zeros(&file, 0, PREALLOCATED_BYTES)?;
             file.sync_all()?;
             sync_dir(&shared.dir)?;
             Ok(file)
@@ -681,10 +690,27 @@ fn make_spare(shared: &Shared) {
 fn recycle(free: &Path, spare_path: &Path, dir: &Path) -> io::Result<File> {
     let file = OpenOptions::new().write(true).open(free)?;
     file.write_all_at(&[0; HEADER_LEN], 0)?;
+    let len = file.metadata()?.len();
+    fill_with_zeros(&file, len, PREALLOCATED_BYTES)?;
     file.sync_data()?;
     fs::rename(free, spare_path)?;
     sync_dir(dir)?;
     Ok(file)
+}
+
+/// Writes zeros from `from` up to `to` (nothing when the file is already that long). Real
+/// zeros, not `set_len` or `fallocate`: a hole or an unwritten extent would still need block
+/// allocation or conversion, and so a metadata update, at the writer's first `fdatasync` there.
+fn fill_with_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
+    const CHUNK: usize = 1024 * 1024;
+    let zeros = vec![0u8; CHUNK];
+    let mut offset = from;
+    while offset < to {
+        let len = (to - offset).min(CHUNK as u64) as usize;
+        file.write_all_at(&zeros[..len], offset)?;
+        offset += len as u64;
+    }
+    Ok(())
 }
 
 /// A spare left by an earlier run becomes a normal segment when a roll had written records into
@@ -1331,6 +1357,44 @@ mod tests {
         let (sink, _) = collecting_sink();
         let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
         assert!(recovered.records.is_empty());
+    }
+
+    #[tokio::test]
+    async fn spares_are_filled_with_zeros_where_replay_stops() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let (sink, _) = collecting_sink();
+            let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+            wal.append(append("a", "{}")).await.expect("append");
+            wait_for_spare(&wal, false);
+            wal.roll_now().await.expect("roll");
+            wal.append(append("b", "{}")).await.expect("append");
+            let (first, open) = list_segments(dir.path())
+                .expect("list")
+                .pop()
+                .expect("open segment");
+            assert_eq!(first, 2);
+            assert_eq!(
+                fs::metadata(&open).expect("meta").len(),
+                PREALLOCATED_BYTES,
+                "the record was written in place, not appended"
+            );
+            // Segment 1 holds one short record: recycled, it is extended to the same size.
+            wait_for_spare(&wal, false);
+            wal.truncate_through(1).expect("truncate");
+            wal.roll_now().await.expect("roll");
+            wait_for_spare(&wal, true);
+            let spare = dir.path().join(SPARE_NAME);
+            assert_eq!(
+                fs::metadata(&spare).expect("meta").len(),
+                PREALLOCATED_BYTES
+            );
+            wal.append(append("c", "{}")).await.expect("append");
+        }
+        let (sink, _) = collecting_sink();
+        let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        assert_eq!(lsns_of(&recovered), vec![2, 3]);
+        assert!(recovered.ignored_bytes >= 2 * (PREALLOCATED_BYTES - 1024));
     }
 
     #[tokio::test]
