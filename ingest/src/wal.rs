@@ -997,8 +997,7 @@ mod tests {
     #[tokio::test]
     async fn a_closed_segment_is_retained_until_truncation_passes_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (sink, _) = collecting_sink();
-        let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+        let (wal, _) = open_log(dir.path());
         for i in 0..3 {
             wal.append(append(&format!("id{i}"), "{\"events\":[]}"))
                 .await
@@ -1026,8 +1025,7 @@ mod tests {
     #[tokio::test]
     async fn one_process_at_a_time_opens_a_log() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (sink, _) = collecting_sink();
-        let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+        let (wal, _) = open_log(dir.path());
         let (sink, _) = collecting_sink();
         match Wal::open(dir.path(), sink) {
             Err(WalError::Locked(path)) => assert_eq!(path, dir.path()),
@@ -1057,8 +1055,7 @@ mod tests {
             }
             assert_eq!(seen.lock().expect("lock").len(), 10);
         }
-        let (sink, _) = collecting_sink();
-        let (wal, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (wal, recovered) = open_log(dir.path());
         let lsns = lsns_of(&recovered);
         assert_eq!(lsns, (1..=10).collect::<Vec<_>>());
         assert_eq!(recovered.records[3].identifier, "id3");
@@ -1088,8 +1085,7 @@ mod tests {
     async fn a_torn_tail_is_ignored_and_earlier_records_survive() {
         let dir = tempfile::tempdir().expect("tempdir");
         {
-            let (sink, _) = collecting_sink();
-            let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+            let (wal, _) = open_log(dir.path());
             for i in 0..3 {
                 wal.append(append(&format!("id{i}"), "{\"events\":[1]}"))
                     .await
@@ -1113,8 +1109,7 @@ mod tests {
             .unwrap_or(path);
         let file = OpenOptions::new().write(true).open(&target).expect("open");
         file.set_len(written - 5).expect("tear");
-        let (sink, _) = collecting_sink();
-        let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (_, recovered) = open_log(dir.path());
         assert_eq!(recovered.records.len(), 2);
         assert!(recovered.ignored_bytes > 0);
     }
@@ -1122,8 +1117,7 @@ mod tests {
     #[tokio::test]
     async fn truncation_removes_consumed_segments_only() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (sink, _) = collecting_sink();
-        let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+        let (wal, _) = open_log(dir.path());
         wal.append(append("a", "{}")).await.expect("append");
         wal.append(append("b", "{}")).await.expect("append");
         wal.request_roll();
@@ -1131,8 +1125,7 @@ mod tests {
         assert_eq!(wal.truncate_through(1).expect("truncate"), 0);
         assert_eq!(wal.truncate_through(2).expect("truncate"), 1);
         drop(wal);
-        let (sink, _) = collecting_sink();
-        let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (_, recovered) = open_log(dir.path());
         let lsns = lsns_of(&recovered);
         assert_eq!(lsns, vec![3]);
     }
@@ -1141,8 +1134,7 @@ mod tests {
     async fn rolls_use_the_spare_and_a_lost_rename_is_adopted_on_replay() {
         let dir = tempfile::tempdir().expect("tempdir");
         {
-            let (sink, _) = collecting_sink();
-            let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+            let (wal, _) = open_log(dir.path());
             wal.append(append("a", "{}")).await.expect("append");
             // Give the helper thread time to prepare the spare, then roll onto it.
             for _ in 0..100 {
@@ -1164,8 +1156,7 @@ mod tests {
         let _ = fs::remove_file(dir.path().join(SPARE_NAME));
         fs::rename(&rolled, dir.path().join(SPARE_NAME)).expect("undo rename");
 
-        let (sink, _) = collecting_sink();
-        let (wal, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (wal, recovered) = open_log(dir.path());
         let lsns = lsns_of(&recovered);
         assert_eq!(lsns, vec![1, 2, 3]);
         assert!(
@@ -1178,8 +1169,7 @@ mod tests {
     async fn replay_skips_records_outside_their_segments_range() {
         let dir = tempfile::tempdir().expect("tempdir");
         {
-            let (sink, _) = collecting_sink();
-            let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+            let (wal, _) = open_log(dir.path());
             for segment in 0..3 {
                 for i in 0..2 {
                     wal.append(append(&format!("s{segment}r{i}"), "{}"))
@@ -1195,14 +1185,19 @@ mod tests {
         // A file under an older name holding newer records (a rename a power loss took back):
         // its records belong to no range of that name and must not cut the segments after it.
         fs::copy(&segments[2].1, &segments[0].1).expect("copy");
-        let (sink, _) = collecting_sink();
-        let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (_, recovered) = open_log(dir.path());
         let lsns = lsns_of(&recovered);
         assert_eq!(lsns, vec![3, 4, 5, 6]);
     }
 
     fn lsns_of(recovered: &Recovered) -> Vec<u64> {
         recovered.records.iter().map(|record| record.lsn).collect()
+    }
+
+    /// Opens the log in `dir` with a sink nobody reads.
+    fn open_log(dir: &Path) -> (Wal, Recovered) {
+        let (sink, _) = collecting_sink();
+        Wal::open(dir, sink).expect("open")
     }
 
     /// Waits until the helper thread has a spare ready; `recycled` asks for a reused file.
@@ -1268,8 +1263,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let body = "x".repeat(1000);
         {
-            let (sink, _) = collecting_sink();
-            let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+            let (wal, _) = open_log(dir.path());
             write_into_a_recycled_segment(&wal, &body).await;
             let (first, open) = list_segments(dir.path())
                 .expect("list")
@@ -1286,8 +1280,7 @@ mod tests {
             wait_for_spare(&wal, true);
             // Stopped like a crash: nothing is discarded.
         }
-        let (sink, _) = collecting_sink();
-        let (wal, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (wal, recovered) = open_log(dir.path());
         let lsns = lsns_of(&recovered);
         // Old record 4 of the reused file follows record 15 at a record boundary, checksum
         // intact: replay stops there because its number goes back, below the segment's name.
@@ -1308,8 +1301,7 @@ mod tests {
             16
         );
         drop(wal);
-        let (sink, _) = collecting_sink();
-        let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (_, recovered) = open_log(dir.path());
         let lsns = lsns_of(&recovered);
         assert_eq!(lsns, vec![13, 14, 15, 16]);
     }
@@ -1318,8 +1310,7 @@ mod tests {
     async fn a_purge_leaves_no_old_body_in_any_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let secret = "SECRET-BODY-".repeat(80);
-        let (sink, _) = collecting_sink();
-        let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+        let (wal, _) = open_log(dir.path());
         write_into_a_recycled_segment(&wal, &secret).await;
         // Old bodies everywhere: two closed segments about to be free files, an open segment
         // that is a reused file, and a reused spare.
@@ -1354,8 +1345,7 @@ mod tests {
         wal.truncate_through(wal.last_lsn()).expect("truncate");
         assert_eq!(files_named(dir.path(), FREE_SUFFIX).len(), 1);
         drop(wal);
-        let (sink, _) = collecting_sink();
-        let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (_, recovered) = open_log(dir.path());
         assert!(recovered.records.is_empty());
     }
 
@@ -1363,8 +1353,7 @@ mod tests {
     async fn spares_are_filled_with_zeros_where_replay_stops() {
         let dir = tempfile::tempdir().expect("tempdir");
         {
-            let (sink, _) = collecting_sink();
-            let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+            let (wal, _) = open_log(dir.path());
             wal.append(append("a", "{}")).await.expect("append");
             wait_for_spare(&wal, false);
             wal.roll_now().await.expect("roll");
@@ -1391,8 +1380,7 @@ mod tests {
             );
             wal.append(append("c", "{}")).await.expect("append");
         }
-        let (sink, _) = collecting_sink();
-        let (_, recovered) = Wal::open(dir.path(), sink).expect("reopen");
+        let (_, recovered) = open_log(dir.path());
         assert_eq!(lsns_of(&recovered), vec![2, 3]);
         assert!(recovered.ignored_bytes >= 2 * (PREALLOCATED_BYTES - 1024));
     }
@@ -1400,8 +1388,7 @@ mod tests {
     #[tokio::test]
     async fn a_purge_is_refused_while_a_consumer_is_behind() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (sink, _) = collecting_sink();
-        let (wal, _) = Wal::open(dir.path(), sink).expect("open");
+        let (wal, _) = open_log(dir.path());
         wal.append(append("a", "{}")).await.expect("append");
         let purge = wal.start_purge().await.expect("start purge");
         assert!(purge.finish(0).expect("finish"), "record 1 is not consumed");
