@@ -1200,6 +1200,14 @@ mod tests {
         Wal::open(dir, sink).expect("open")
     }
 
+    /// The open segment: the last one, with its first sequence number.
+    fn open_segment(dir: &Path) -> (u64, PathBuf) {
+        list_segments(dir)
+            .expect("list")
+            .pop()
+            .expect("open segment")
+    }
+
     /// Waits until the helper thread has a spare ready; `recycled` asks for a reused file.
     fn wait_for_spare(wal: &Wal, recycled: bool) {
         for _ in 0..500 {
@@ -1265,10 +1273,7 @@ mod tests {
         {
             let (wal, _) = open_log(dir.path());
             write_into_a_recycled_segment(&wal, &body).await;
-            let (first, open) = list_segments(dir.path())
-                .expect("list")
-                .pop()
-                .expect("open segment");
+            let (first, open) = open_segment(dir.path());
             assert_eq!(first, 13);
             assert!(
                 fs::metadata(&open).expect("meta").len() >= 10 * 1000,
@@ -1358,10 +1363,7 @@ mod tests {
             wait_for_spare(&wal, false);
             wal.roll_now().await.expect("roll");
             wal.append(append("b", "{}")).await.expect("append");
-            let (first, open) = list_segments(dir.path())
-                .expect("list")
-                .pop()
-                .expect("open segment");
+            let (first, open) = open_segment(dir.path());
             assert_eq!(first, 2);
             assert_eq!(
                 fs::metadata(&open).expect("meta").len(),
