@@ -5,7 +5,7 @@
   "use strict";
   if (global.Telltale && global.Telltale.version) return;
 
-  var VERSION = "1.0.0";
+  var VERSION = "1.1.0";
   var MOVE_INTERVAL_MS = 16;      // coalesce pointer and touch moves to one per frame
   var FLUSH_INTERVAL_MS = 2000;   // send at least this often while events arrive
   var MAX_BATCH_EVENTS = 200;     // well under the collector's 1000 events per batch
@@ -190,16 +190,19 @@
     });
     var press = function (type) {
       return function (e) {
+        checkStack(e);
         push(type, { x: round(e.clientX), y: round(e.clientY), pointerType: e.pointerType || "mouse", trusted: e.isTrusted, button: e.button, target: targetKind(e.target) });
       };
     };
     listen(document, "pointerdown", press("pointerdown"));
     listen(document, "pointerup", press("pointerup"));
     listen(document, "click", function (e) {
+      checkStack(e);
       push("click", { x: round(e.clientX), y: round(e.clientY), pointerType: e.pointerType || "mouse", trusted: e.isTrusted, button: e.button, target: targetKind(e.target) });
     });
     var key = function (type) {
       return function (e) {
+        checkStack(e);
         push(type, { keyClass: keyClass(e.key), trusted: e.isTrusted, repeat: !!e.repeat });
       };
     };
@@ -210,6 +213,7 @@
       if (lengths && el && typeof el === "object") lengths.set(el, valueLength(el));
     });
     listen(document, "input", function (e) {
+      checkStack(e);
       var el = e.target;
       var before = lengths && lengths.has(el) ? lengths.get(el) : 0;
       var after = valueLength(el);
@@ -286,6 +290,74 @@
     });
   }
 
+  // ---- Environment tells: booleans only, never the strings they were read from ----------------
+
+  // Frames that automation tools' page scripts leave in a call stack (Playwright's utility and
+  // injected scripts, Puppeteer's evaluation scripts).
+  var AUTOMATION_FRAMES = /UtilityScript|InjectedScript|__puppeteer_evaluation_script__|pptr:|__playwright/;
+  // Globals that drivers and automation frameworks define in the page (ChromeDriver's cdc_
+  // arrays, Selenium, PhantomJS, Nightmare, Playwright and Puppeteer bindings).
+  var AUTOMATION_GLOBALS = /^(\$?cdc_|\$wdc_|__webdriver|__selenium|__fxdriver|__driver_|_Selenium_IDE|callPhantom$|_phantom$|__nightmare$|domAutomation|__playwright|__pw|__puppeteer)/;
+  // WebGL renderers that draw on the CPU: what headless browsers and most server VMs report.
+  var SOFTWARE_RENDERER = /swiftshader|llvmpipe|softpipe|software|mesa offscreen|basic render/i;
+
+  function nativeFunction(fn) {
+    try { return /\{\s*\[native code\]\s*\}\s*$/.test(Function.prototype.toString.call(fn)); } catch (e) { return false; }
+  }
+
+  // navigator.webdriver answered by a script instead of the browser: a stealth patch.
+  function webdriverPatched() {
+    var nav = global.navigator;
+    if (!nav || typeof Navigator === "undefined") return false;
+    if (Object.prototype.hasOwnProperty.call(nav, "webdriver")) return true;
+    var descriptor = Object.getOwnPropertyDescriptor(Navigator.prototype, "webdriver");
+    return !!(descriptor && descriptor.get && !nativeFunction(descriptor.get));
+  }
+
+  function automationGlobals() {
+    var names = Object.getOwnPropertyNames(global).concat(Object.getOwnPropertyNames(document));
+    for (var i = 0; i < names.length; i++) if (AUTOMATION_GLOBALS.test(names[i])) return true;
+    return false;
+  }
+
+  // true, false, or null when the page has no WebGL (nothing to judge).
+  function softwareRenderer() {
+    var canvas = document.createElement("canvas");
+    var gl = canvas.getContext("webgl") || canvas.getContext("experimental-webgl");
+    if (!gl) return null;
+    var info = gl.getExtension("WEBGL_debug_renderer_info");
+    var renderer = String(gl.getParameter(info ? info.UNMASKED_RENDERER_WEBGL : gl.RENDERER) || "");
+    var lose = gl.getExtension("WEBGL_lose_context");
+    if (lose) lose.loseContext();
+    return SOFTWARE_RENDERER.test(renderer);
+  }
+
+  function tell(fn) {
+    try { return fn(); } catch (e) { return null; }
+  }
+
+  function sendEnvironment() {
+    if (!state || state.stopped) return;
+    push("environment", {
+      webdriverPatched: tell(webdriverPatched),
+      automationGlobals: tell(automationGlobals),
+      softwareRenderer: tell(softwareRenderer),
+      automationStack: state.automationStack
+    });
+  }
+
+  // Script-dispatched (untrusted) input is checked for automation frames in its call stack; the
+  // first sighting sends the environment again (the scorer keeps a tell seen once).
+  function checkStack(e) {
+    if (e.isTrusted !== false || state.automationStack) return;
+    var stack = "";
+    try { stack = String(new Error().stack || ""); } catch (x) { return; }
+    if (AUTOMATION_FRAMES.test(stack)) {
+      state.automationStack = true;
+      sendEnvironment();
+    }
+  }
+
   var IDENTIFIER = /^[A-Za-z0-9._:-]{1,128}$/;
 
   /** Starts capture: {trackingKey, sessionId, interviewId, collectorApiUrl}. Returns false when
@@ -299,10 +371,13 @@
       if (!/^[0-9a-fA-F]{24}$/.test(trackingKey) || !IDENTIFIER.test(sessionId) || !base) return false;
       state = {
         url: base + "/" + trackingKey + "/" + encodeURIComponent(sessionId),
-        queue: [], listeners: [], timer: null, inFlight: false, failures: 0, retryAt: 0, stopped: false
+        queue: [], listeners: [], timer: null, inFlight: false, failures: 0, retryAt: 0, stopped: false,
+        automationStack: false
       };
       sessionEvent({ sessionId: sessionId, interviewId: options.interviewId ? String(options.interviewId) : undefined });
       attach();
+      // Off the page's start-up path: a WebGL context costs a few milliseconds.
+      setTimeout(guarded(sendEnvironment), 0);
       return true;
     } catch (e) {
       return false;

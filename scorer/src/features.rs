@@ -66,6 +66,16 @@ features! {
     impossible_screen,
     /// 1 when no `session` event arrived (the embed always sends one).
     missing_session_event,
+    /// 1 when a script answers `navigator.webdriver` instead of the browser (a stealth patch);
+    /// unmeasured without an `environment` event (embeds before 1.1).
+    webdriver_patched,
+    /// 1 when globals of a driver or automation framework were in the page.
+    automation_globals,
+    /// 1 when WebGL draws on the CPU: headless browsers, but also some VMs and remote desktops.
+    software_renderer,
+    /// 1 when script-dispatched input came from an automation tool's page script (a DevTools
+    /// protocol client evaluating in the page).
+    automation_stack,
     /// Share of events that carry `trusted: false` among those that carry the flag.
     untrusted_fraction,
     /// Milliseconds from the first event to the first device interaction.
@@ -180,6 +190,11 @@ fn environment(trace: &SessionTrace, f: &mut Features) {
         (Some(viewport), Some(screen)) => viewport > screen * 2.0 + 1.0,
         _ => false,
     };
+    let tell = |value: Option<bool>| value.map_or(f64::NAN, indicator);
+    f.webdriver_patched = tell(env.webdriver_patched);
+    f.automation_globals = tell(env.automation_globals);
+    f.software_renderer = tell(env.software_renderer);
+    f.automation_stack = tell(env.automation_stack);
     f.impossible_screen = indicator(
         bad_size(env.screen_width)
             || bad_size(env.screen_height)
@@ -598,6 +613,38 @@ mod tests {
         let mut t = trace(vec![mv(0, 0, 0)]);
         t.environment = None;
         close(compute(&t).missing_session_event, 1.0);
+    }
+
+    #[test]
+    fn environment_event_tells_are_booleans_kept_once_seen_and_unmeasured_when_never_sent() {
+        let session = Environment::from_session_payload(
+            r#"{"type":"session","timestamp":1,"data":{"webdriver":false,"userAgent":"Chrome"}}"#,
+        )
+        .expect("session payload");
+        let first = Environment::from_environment_payload(
+            r#"{"type":"environment","timestamp":2,"data":{"webdriverPatched":true,
+                "automationGlobals":false,"softwareRenderer":null,"automationStack":false}}"#,
+        )
+        .expect("environment payload");
+        let later = Environment::from_environment_payload(
+            r#"{"type":"environment","timestamp":3,"data":{"webdriverPatched":false,
+                "automationStack":true}}"#,
+        )
+        .expect("environment payload");
+        let mut t = trace(vec![TraceEvent::new(0, Kind::Session)]);
+        t.environment = None;
+        t.add_environment(session);
+        let f = compute(&t);
+        assert!(f.webdriver_patched.is_nan() && f.automation_stack.is_nan());
+        t.add_environment(first);
+        t.add_environment(later);
+        let f = compute(&t);
+        close(f.webdriver_patched, 1.0);
+        close(f.automation_globals, 0.0);
+        close(f.automation_stack, 1.0);
+        // null: the page had no WebGL to judge.
+        assert!(f.software_renderer.is_nan());
+        close(f.webdriver, 0.0);
     }
 
     #[test]

@@ -255,11 +255,16 @@ fn route_rows(
         } else {
             received.value(row)
         };
-        if kind == Kind::Session
-            && payload.is_valid(row)
-            && let Some(environment) = Environment::from_session_payload(payload.value(row))
-        {
-            trace.add_environment(environment);
+        if matches!(kind, Kind::Session | Kind::Environment) && payload.is_valid(row) {
+            let text = payload.value(row);
+            let environment = if kind == Kind::Session {
+                Environment::from_session_payload(text)
+            } else {
+                Environment::from_environment_payload(text)
+            };
+            if let Some(environment) = environment {
+                trace.add_environment(environment);
+            }
         }
         let amount = match kind {
             Kind::Input => int(length_delta, row).map_or(0.0, |v| v as f32),

@@ -8,6 +8,8 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Session,
+    /// The embed's environment tells (booleans), sent shortly after `session`.
+    Environment,
     PointerMove,
     PointerDown,
     PointerUp,
@@ -36,6 +38,7 @@ impl Kind {
     pub fn parse(value: &str) -> Kind {
         match value {
             "session" => Kind::Session,
+            "environment" => Kind::Environment,
             "pointermove" | "mousemove" => Kind::PointerMove,
             "pointerdown" | "mousedown" => Kind::PointerDown,
             "pointerup" | "mouseup" => Kind::PointerUp,
@@ -191,6 +194,14 @@ pub struct Environment {
     pub device_pixel_ratio: Option<f64>,
     pub max_touch_points: Option<f64>,
     pub hardware_concurrency: Option<f64>,
+    /// `environment` event: `navigator.webdriver` is answered by a script, not the browser.
+    pub webdriver_patched: Option<bool>,
+    /// `environment` event: globals of a driver or automation framework are in the page.
+    pub automation_globals: Option<bool>,
+    /// `environment` event: WebGL draws on the CPU (SwiftShader, llvmpipe, ...).
+    pub software_renderer: Option<bool>,
+    /// `environment` event: script-dispatched input came from an automation tool's page script.
+    pub automation_stack: Option<bool>,
 }
 
 impl Environment {
@@ -216,15 +227,42 @@ impl Environment {
             device_pixel_ratio: number("devicePixelRatio"),
             max_touch_points: number("maxTouchPoints"),
             hardware_concurrency: number("hardwareConcurrency"),
+            ..Environment::default()
         })
     }
 
-    /// Merges what a later page load said: a tell seen once stays.
+    /// Reads the `data` of a raw `environment` event: its boolean tells, nothing else.
+    pub fn from_environment_payload(payload: &str) -> Option<Environment> {
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            data: Option<serde_json::Value>,
+        }
+        let raw: Raw = serde_json::from_str(payload).ok()?;
+        let data = raw.data?;
+        let object = data.as_object()?;
+        let flag = |name: &str| object.get(name).and_then(serde_json::Value::as_bool);
+        Some(Environment {
+            webdriver_patched: flag("webdriverPatched"),
+            automation_globals: flag("automationGlobals"),
+            software_renderer: flag("softwareRenderer"),
+            automation_stack: flag("automationStack"),
+            ..Environment::default()
+        })
+    }
+
+    /// Merges what a later page load or `environment` event said: a tell seen once stays.
     pub fn merge(&mut self, other: Environment) {
-        self.webdriver = match (self.webdriver, other.webdriver) {
-            (Some(a), Some(b)) => Some(a || b),
-            (a, b) => a.or(b),
-        };
+        fn either(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a || b),
+                (a, b) => a.or(b),
+            }
+        }
+        self.webdriver = either(self.webdriver, other.webdriver);
+        self.webdriver_patched = either(self.webdriver_patched, other.webdriver_patched);
+        self.automation_globals = either(self.automation_globals, other.automation_globals);
+        self.software_renderer = either(self.software_renderer, other.software_renderer);
+        self.automation_stack = either(self.automation_stack, other.automation_stack);
         if other.user_agent.is_some() && !self.headless_agent() {
             self.user_agent = other.user_agent;
         }

@@ -97,6 +97,9 @@ async function main() {
   await page.click("#next-2");
   await page.fill("#satisfaction", "8");
   await page.click("#submit");
+  // A click dispatched by the automation tool's own page script (untrusted, with its frames in
+  // the call stack): the embed's `automationStack` tell.
+  await page.evaluate(() => document.body.click());
   const finished = await page.isVisible("#done");
   const answers = await page.evaluate(() => ({
     experience: document.getElementById("experience").value,
@@ -131,8 +134,9 @@ async function main() {
     for (const name of Object.keys(event.data || {})) if (!known.includes(name)) known.push(name);
   }
   for (const type of Object.keys(fields)) fields[type].sort();
+  const environments = events.filter((event) => event.type === "environment").map((event) => event.data);
   console.log(
-    JSON.stringify({ sentEvents: events.length, fields, pageErrors, finished, answers, attempts, beaconTypes }),
+    JSON.stringify({ sentEvents: events.length, fields, environments, pageErrors, finished, answers, attempts, beaconTypes }),
   );
 }
 

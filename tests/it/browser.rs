@@ -148,6 +148,32 @@ async fn a_real_browser_session_is_captured_and_its_answers_are_not() {
         );
     }
 
+    // Environment tells are booleans (or null: nothing to judge), never the strings they were
+    // read from. Headless Chromium draws WebGL with SwiftShader; this run does not patch
+    // `navigator.webdriver`; its last click came from Playwright's page script, which sends
+    // the environment again with `automationStack`.
+    expect(
+        "environment",
+        &[
+            "automationGlobals",
+            "automationStack",
+            "softwareRenderer",
+            "webdriverPatched",
+        ],
+    );
+    let environments = report["environments"].as_array().expect("environments");
+    assert_eq!(environments.len(), 2, "{report}");
+    for environment in environments {
+        for (_, value) in environment.as_object().expect("an object") {
+            assert!(value.is_boolean() || value.is_null(), "{environment}");
+        }
+        assert_eq!(environment["webdriverPatched"], false, "{environment}");
+        assert_eq!(environment["automationGlobals"], false, "{environment}");
+        assert_eq!(environment["softwareRenderer"], true, "{environment}");
+    }
+    assert_eq!(environments[0]["automationStack"], false, "{report}");
+    assert_eq!(environments[1]["automationStack"], true, "{report}");
+
     // Privacy: neither answer is anywhere under the data dir: not in the log or the catalog as
     // bytes, and not in any Parquet file as decoded rows.
     server.terminate_ok().await;
