@@ -1,8 +1,13 @@
-//! The scoring model: a versioned JSON file of weighted feature transforms.
+//! The scoring model: a versioned JSON file of weighted feature transforms and, optionally, an
+//! ensemble of regression trees.
 //!
-//! The score is `100 · sigmoid(bias + Σ weight · transform(feature))`. Each term is a
-//! contribution a person can read (`webdriver=1 (-8.00)`); the largest contributions are the
-//! reasons given with a score. A feature that was not measured contributes nothing.
+//! The score is `100 · sigmoid(bias + Σ weight · transform(feature) + Σ tree(features))`. Each
+//! term is a contribution a person can read (`webdriver=1 (-8.00)`). Trees are split into
+//! per-feature contributions along the path each session takes (Saabas's decomposition: every
+//! split is charged the change of the expected value it makes), so the contributions of terms and
+//! trees add up to the score's log-odds exactly, and the largest per-feature sums are the reasons
+//! given with a score. A feature that was not measured contributes nothing through a term, and
+//! follows its split's `missing` side in a tree.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +32,8 @@ pub enum ModelError {
     UnknownFeature(String),
     #[error("model bands must satisfy 0 <= review_from <= human_from <= 100")]
     Bands,
+    #[error("tree {0} is not a tree: {1}")]
+    Tree(usize, &'static str),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -38,6 +45,62 @@ pub struct Model {
     pub bias: f64,
     pub bands: Bands,
     pub terms: Vec<Term>,
+    /// Regression trees whose leaves add to the log-odds (gradient-boosted, fitted by the
+    /// quality harness); none in the linear models v1 and v2.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trees: Vec<Tree>,
+    /// Feature index of each term and of each split, resolved once when the file is read.
+    #[serde(skip)]
+    resolved: Resolved,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Resolved {
+    terms: Vec<usize>,
+    splits: Vec<Vec<usize>>,
+}
+
+/// One regression tree: `nodes[0]` is the root.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tree {
+    pub nodes: Vec<Node>,
+}
+
+/// A split or a leaf. A split sends `value <= threshold` left, greater values right, and an
+/// unmeasured value (NaN) to its `missing` side. `value` is the split's expected output (the
+/// mean of its leaves over the training data), which the per-feature contributions are built
+/// from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Node {
+    Split {
+        feature: String,
+        threshold: f64,
+        missing: Side,
+        left: usize,
+        right: usize,
+        value: f64,
+    },
+    Leaf {
+        leaf: f64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Left,
+    Right,
+}
+
+impl Node {
+    fn value(&self) -> f64 {
+        match self {
+            Node::Split { value, .. } => *value,
+            Node::Leaf { leaf } => *leaf,
+        }
+    }
 }
 
 /// Score thresholds of the bands (DESIGN.md: below 30, 30 to below 70, from 70).
@@ -124,7 +187,10 @@ impl Contribution {
 }
 
 fn trim(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
+    if value.is_nan() {
+        // A tree's split on a feature the session gave no evidence for.
+        "unmeasured".to_owned()
+    } else if value.fract() == 0.0 && value.abs() < 1e15 {
         format!("{value:.0}")
     } else {
         format!("{value:.3}")
@@ -150,11 +216,28 @@ impl Model {
 
     /// Parses and checks a model file.
     pub fn from_json(json: &str) -> Result<Model, ModelError> {
-        let model: Model = serde_json::from_str(json)?;
-        for term in &model.terms {
-            if !Features::NAMES.contains(&term.feature.as_str()) {
-                return Err(ModelError::UnknownFeature(term.feature.clone()));
+        let mut model: Model = serde_json::from_str(json)?;
+        let index = |name: &str| {
+            Features::NAMES
+                .iter()
+                .position(|known| *known == name)
+                .ok_or_else(|| ModelError::UnknownFeature(name.to_owned()))
+        };
+        model.resolved.terms = model
+            .terms
+            .iter()
+            .map(|term| index(&term.feature))
+            .collect::<Result<_, _>>()?;
+        for (number, tree) in model.trees.iter().enumerate() {
+            let mut splits = Vec::with_capacity(tree.nodes.len());
+            check_tree(tree).map_err(|why| ModelError::Tree(number, why))?;
+            for node in &tree.nodes {
+                splits.push(match node {
+                    Node::Split { feature, .. } => index(feature)?,
+                    Node::Leaf { .. } => usize::MAX,
+                });
             }
+            model.resolved.splits.push(splits);
         }
         let Bands {
             review_from,
@@ -180,30 +263,55 @@ impl Model {
     }
 
     pub fn score(&self, features: &Features) -> Score {
+        let values = features.values();
+        // Per-feature sums of the terms' and the splits' effects.
+        let mut effects = vec![0.0; values.len()];
         let mut z = self.bias;
-        let mut contributions = Vec::with_capacity(self.terms.len());
-        for term in &self.terms {
-            let Some(value) = features.get(&term.feature) else {
-                continue;
-            };
+        for (term, &feature) in self.terms.iter().zip(&self.resolved.terms) {
+            let value = values[feature];
             if !value.is_finite() {
                 continue;
             }
             let effect = term.weight * term.transform.apply(value);
-            if effect != 0.0 {
+            z += effect;
+            effects[feature] += effect;
+        }
+        for (tree, splits) in self.trees.iter().zip(&self.resolved.splits) {
+            let mut node = 0;
+            // The root's value is what the tree adds before any split: no feature's doing.
+            z += tree.nodes[0].value();
+            while let Node::Split {
+                threshold,
+                missing,
+                left,
+                right,
+                ..
+            } = &tree.nodes[node]
+            {
+                let feature = splits[node];
+                let value = values[feature];
+                let go_left = if value.is_nan() {
+                    *missing == Side::Left
+                } else {
+                    value <= *threshold
+                };
+                let next = if go_left { *left } else { *right };
+                let effect = tree.nodes[next].value() - tree.nodes[node].value();
                 z += effect;
-                let feature = Features::NAMES
-                    .iter()
-                    .copied()
-                    .find(|name| *name == term.feature)
-                    .unwrap_or("unknown");
-                contributions.push(Contribution {
-                    feature,
-                    value,
-                    effect,
-                });
+                effects[feature] += effect;
+                node = next;
             }
         }
+        let mut contributions: Vec<Contribution> = effects
+            .iter()
+            .enumerate()
+            .filter(|(_, effect)| **effect != 0.0)
+            .map(|(feature, effect)| Contribution {
+                feature: Features::NAMES[feature],
+                value: values[feature],
+                effect: *effect,
+            })
+            .collect();
         contributions.sort_by(|a, b| b.effect.abs().total_cmp(&a.effect.abs()));
         contributions.truncate(REASONS_PER_SCORE);
         // Two decimals: the score is read by people and compared against band thresholds.
@@ -214,6 +322,44 @@ impl Model {
             reasons: contributions,
         }
     }
+}
+
+/// A tree is well formed when every node but the root has exactly one parent whose index is
+/// smaller (so a walk from the root always ends at a leaf) and every child index is in range.
+fn check_tree(tree: &Tree) -> Result<(), &'static str> {
+    if tree.nodes.is_empty() {
+        return Err("no nodes");
+    }
+    let mut parents = vec![0usize; tree.nodes.len()];
+    for (index, node) in tree.nodes.iter().enumerate() {
+        if let Node::Split {
+            left,
+            right,
+            threshold,
+            value,
+            ..
+        } = node
+        {
+            if !threshold.is_finite() && !threshold.is_infinite() {
+                return Err("a threshold is NaN");
+            }
+            if !value.is_finite() {
+                return Err("a split value is not finite");
+            }
+            for &child in [left, right] {
+                if child >= tree.nodes.len() || child <= index {
+                    return Err("a child index is out of range or points backwards");
+                }
+                parents[child] += 1;
+            }
+        } else if !node.value().is_finite() {
+            return Err("a leaf is not finite");
+        }
+    }
+    if parents[0] != 0 || parents[1..].iter().any(|&count| count != 1) {
+        return Err("a node has no parent or more than one");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -300,6 +446,108 @@ mod tests {
         assert_eq!(score.reasons[0].feature, "webdriver");
         assert_eq!(score.reasons[0].describe(), "webdriver=1 (-4.00)");
         assert_eq!(score.reasons[1].feature, "pauses");
+    }
+
+    /// A model of one term and one tree: `pauses <= 2` (unmeasured goes right), then
+    /// `webdriver <= 0.5` on the left.
+    const TREE_MODEL: &str = r#"{"version":"t","description":"","bias":0.25,
+        "bands":{"review_from":30,"human_from":70},
+        "terms":[{"feature":"key_hold_cv","weight":-1,"transform":{"kind":"below","from":0.1,"scale":0.05,"max":2}}],
+        "trees":[{"nodes":[
+          {"feature":"pauses","threshold":2,"missing":"right","left":1,"right":2,"value":0.5},
+          {"feature":"webdriver","threshold":0.5,"missing":"left","left":3,"right":4,"value":-0.5},
+          {"leaf":1.5},
+          {"leaf":0.5},
+          {"leaf":-3}
+        ]}]}"#;
+
+    fn percent(z: f64) -> f64 {
+        (100.0 / (1.0 + (-z).exp()) * 100.0).round() / 100.0
+    }
+
+    #[test]
+    fn trees_add_their_leaf_and_charge_each_split_to_its_feature() {
+        let model = Model::from_json(TREE_MODEL).expect("model");
+        let mut features = Features::unmeasured();
+        features.pauses = 1.0;
+        features.webdriver = 1.0;
+        features.key_hold_cv = 0.0;
+        let score = model.score(&features);
+        // bias + term (-1 * 2) + leaf -3.
+        assert_eq!(score.human_score_percent, percent(0.25 - 2.0 - 3.0));
+        let effect = |name: &str| {
+            score
+                .reasons
+                .iter()
+                .find(|r| r.feature == name)
+                .map(|r| r.effect)
+        };
+        // Root 0.5 -> split node -0.5 (pauses: -1) -> leaf -3 (webdriver: -2.5).
+        assert_eq!(effect("webdriver"), Some(-2.5));
+        assert_eq!(effect("key_hold_cv"), Some(-2.0));
+        assert_eq!(effect("pauses"), Some(-1.0));
+        assert_eq!(score.reasons[0].describe(), "webdriver=1 (-2.50)");
+        let total: f64 = score.reasons.iter().map(|r| r.effect).sum();
+        assert_eq!(percent(0.25 + 0.5 + total), score.human_score_percent);
+
+        // Unmeasured values follow their split's missing side.
+        let score = model.score(&Features::unmeasured());
+        assert_eq!(score.human_score_percent, percent(0.25 + 1.5));
+        assert_eq!(score.reasons[0].describe(), "pauses=unmeasured (+1.00)");
+        features.pauses = f64::NAN;
+        features.key_hold_cv = f64::NAN;
+        assert_eq!(model.score(&features).human_score_percent, percent(1.75));
+        let mut left = Features::unmeasured();
+        left.pauses = 2.0; // the threshold itself goes left; unmeasured webdriver goes left too
+        assert_eq!(model.score(&left).human_score_percent, percent(0.75));
+    }
+
+    #[test]
+    fn malformed_trees_are_refused() {
+        let with_nodes = |nodes: &str| {
+            format!(
+                r#"{{"version":"t","description":"","bias":0,
+                "bands":{{"review_from":30,"human_from":70}},"terms":[],
+                "trees":[{{"nodes":[{nodes}]}}]}}"#
+            )
+        };
+        let split = |left: usize, right: usize| {
+            format!(
+                r#"{{"feature":"pauses","threshold":1,"missing":"left","left":{left},"right":{right},"value":0}}"#
+            )
+        };
+        for nodes in [
+            String::new(),
+            format!(r#"{},{{"leaf":1}}"#, split(1, 2)),
+            format!(r#"{},{{"leaf":1}},{{"leaf":1}}"#, split(0, 2)),
+            format!(
+                r#"{},{},{{"leaf":1}},{{"leaf":1}}"#,
+                split(1, 1),
+                split(2, 3)
+            ),
+        ] {
+            assert!(
+                matches!(
+                    Model::from_json(&with_nodes(&nodes)),
+                    Err(ModelError::Tree(0, _))
+                ),
+                "{nodes}"
+            );
+        }
+        let unknown = with_nodes(
+            r#"{"feature":"nope","threshold":1,"missing":"left","left":1,"right":2,"value":0},{"leaf":1},{"leaf":1}"#,
+        );
+        assert!(matches!(
+            Model::from_json(&unknown),
+            Err(ModelError::UnknownFeature(_))
+        ));
+        assert!(
+            Model::from_json(&with_nodes(&format!(
+                r#"{},{{"leaf":1}},{{"leaf":2}}"#,
+                split(1, 2)
+            )))
+            .is_ok()
+        );
     }
 
     #[test]
