@@ -102,6 +102,28 @@ features! {
     pauses,
     /// Coefficient of variation of the intervals between pointer moves (under 100 ms).
     sampling_interval_cv,
+    /// Movements measured by [`crate::kinematics`] (at least 160 ms and 16 px).
+    movements,
+    /// Median peak over mean speed of a movement, resampled to 40 ms steps.
+    movement_peak_speed_ratio,
+    /// Median time of a movement's speed peak, as a share of its duration.
+    movement_peak_time,
+    /// Mean number of sub-movements (separate speed peaks) per movement.
+    movement_submovements,
+    /// Median largest distance from the chord over path length.
+    movement_deviation,
+    /// Median chord over path length of the resampled path.
+    movement_efficiency,
+    /// Median log dimensionless jerk of a movement (higher is smoother).
+    movement_log_jerk,
+    /// Slope of movement duration over Fitts's index of difficulty, ms per bit.
+    fitts_slope_ms,
+    /// Correlation of movement duration with Fitts's index of difficulty.
+    fitts_correlation,
+    /// Standard deviation of the log durations of pauses between movements (300 ms to 10 s).
+    pause_log_sd,
+    /// Time spent moving over the time from the first pointer move to the last.
+    moving_fraction,
     /// Clicks (or presses where no click followed).
     clicks,
     /// Share of clicks with no pointer move in the second before them.
@@ -120,6 +142,13 @@ features! {
     key_flight_mean_ms,
     /// Coefficient of variation of key flights.
     key_flight_cv,
+    /// Standard deviation of log key holds (the spread of a lognormal rhythm, scale-free).
+    key_hold_log_sd,
+    /// Standard deviation of log key flights.
+    key_flight_log_sd,
+    /// Correlation of each log flight with the next: typing bursts and hesitations make a
+    /// person's flights run in streaks.
+    key_flight_lag1,
     /// Characters inserted by typing.
     typed_chars,
     /// Characters inserted by pasting.
@@ -212,6 +241,18 @@ fn pointer(events: &[TraceEvent], f: &mut Features) {
         .filter_map(|e| Some((e.t, f64::from(e.x?), f64::from(e.y?))))
         .collect();
     f.pointer_moves = moves.len() as f64;
+    let k = crate::kinematics::compute(&moves);
+    f.movements = k.movements;
+    f.movement_peak_speed_ratio = k.peak_speed_ratio;
+    f.movement_peak_time = k.peak_time;
+    f.movement_submovements = k.submovements;
+    f.movement_deviation = k.deviation;
+    f.movement_efficiency = k.efficiency;
+    f.movement_log_jerk = k.log_jerk;
+    f.fitts_slope_ms = k.fitts_slope;
+    f.fitts_correlation = k.fitts_correlation;
+    f.pause_log_sd = k.pause_log_sd;
+    f.moving_fraction = k.moving_fraction;
     if moves.len() < 2 {
         return;
     }
@@ -397,6 +438,34 @@ fn keys(events: &[TraceEvent], f: &mut Features) {
     f.key_hold_cv = cv(&holds);
     f.key_flight_mean_ms = mean(&flights);
     f.key_flight_cv = cv(&flights);
+    let logs = |values: &[f64]| -> Vec<f64> {
+        values
+            .iter()
+            .filter(|v| **v > 0.0)
+            .map(|v| v.ln())
+            .collect()
+    };
+    let (log_holds, log_flights) = (logs(&holds), logs(&flights));
+    if log_holds.len() >= 3 {
+        f.key_hold_log_sd = crate::kinematics::sd(&log_holds);
+    }
+    if log_flights.len() >= 3 {
+        f.key_flight_log_sd = crate::kinematics::sd(&log_flights);
+    }
+    if log_flights.len() >= 5 {
+        f.key_flight_lag1 = lag1_correlation(&log_flights);
+    }
+}
+
+/// Correlation of each value with the next; `NaN` when the values do not vary.
+fn lag1_correlation(values: &[f64]) -> f64 {
+    let m = mean(values);
+    let variance: f64 = values.iter().map(|v| (v - m).powi(2)).sum();
+    if variance <= 0.0 {
+        return f64::NAN;
+    }
+    let covariance: f64 = values.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum();
+    covariance / variance
 }
 
 fn text_input(events: &[TraceEvent], f: &mut Features) {
@@ -753,6 +822,36 @@ mod tests {
         close(f.key_hold_mean_ms, (80.0 + 300.0 + 60.0) / 3.0);
         close(f.key_flight_mean_ms, 100.0);
         assert!(f.key_flight_cv.is_nan(), "fewer than three flights");
+    }
+
+    #[test]
+    fn log_spreads_and_streaks_of_key_timing() {
+        // Flights in streaks: three fast (100 ms), three slow (400 ms), three fast; holds of
+        // 50 and 90 ms alternate (each released before the next press).
+        let flights = [100, 100, 100, 400, 400, 400, 100, 100, 100];
+        let mut events = Vec::new();
+        let mut t = 0;
+        for i in 0..=flights.len() {
+            let hold = if i % 2 == 0 { 50 } else { 90 };
+            events.push(TraceEvent::new(t, Kind::KeyDown).key(KeyClass::Char));
+            events.push(TraceEvent::new(t + hold, Kind::KeyUp).key(KeyClass::Char));
+            t += flights.get(i).copied().unwrap_or(0);
+        }
+        let f = compute(&trace(events));
+        // An even split of ln 50 and ln 90: sd = (ln 90 - ln 50) / 2.
+        close(f.key_hold_log_sd, (90f64 / 50.0).ln() / 2.0);
+        let logs: Vec<f64> = flights.iter().map(|v| (*v as f64).ln()).collect();
+        close(f.key_flight_log_sd, crate::kinematics::sd(&logs));
+        assert!(f.key_flight_lag1 > 0.4, "{}", f.key_flight_lag1);
+        // A metronome has no spread and no streaks to measure.
+        let mut events = Vec::new();
+        for i in 0..10 {
+            events.push(TraceEvent::new(i * 120, Kind::KeyDown).key(KeyClass::Char));
+            events.push(TraceEvent::new(i * 120 + 80, Kind::KeyUp).key(KeyClass::Char));
+        }
+        let f = compute(&trace(events));
+        close(f.key_flight_log_sd, 0.0);
+        assert!(f.key_flight_lag1.is_nan());
     }
 
     #[test]

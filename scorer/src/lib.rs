@@ -4,6 +4,8 @@
 //! - [`trace`]: a session's events in compact form, and the browser environment it reported.
 //! - [`features`]: pointer kinematics, key timing, text input, scrolling, focus and
 //!   environment tells, computed per session.
+//! - [`kinematics`]: movement-level pointer features that hold across sampling rates, event
+//!   coalescing and screen scales (resampled velocity profiles, Fitts's law, pauses).
 //! - [`model`]: the versioned, explainable model file and the bands.
 //! - [`scan`]: DataFusion over a survey's live `events` files, grouped into traces.
 //! - [`synthetic`]: generated human-like and automation-like sessions for tests and benchmarks.
@@ -13,6 +15,7 @@
 //! Features run on rayon's pool, never on the async runtime's workers.
 
 pub mod features;
+pub mod kinematics;
 pub mod model;
 pub mod run;
 pub mod scan;
