@@ -275,9 +275,9 @@ def evaluate(work: Path, command: str) -> None:
 
 
 def ensure_python_packages() -> None:
-    """Installs what the harness imports (numpy, matplotlib, duckdb) when missing."""
+    """Installs what the harness imports (numpy, matplotlib, duckdb, lightgbm) when missing."""
     missing = []
-    for module in ("numpy", "matplotlib", "duckdb"):
+    for module in ("numpy", "matplotlib", "duckdb", "lightgbm"):
         try:
             __import__(module)
         except ImportError:

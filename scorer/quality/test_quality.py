@@ -113,6 +113,66 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(math.floor(12.345 * 100 + 0.5) / 100, 12.35)
 
 
+class GradientBoostingTest(unittest.TestCase):
+    """The trees fitted by LightGBM, converted to the model file and summed like Rust."""
+
+    @staticmethod
+    def samples(n=600, seed=11):
+        rng = random.Random(seed)
+        samples = []
+        for i in range(n):
+            human = i % 2 == 0
+            row = {name: None for name, _, _ in model.TREE_FEATURES}
+            row["movement_peak_speed_ratio"] = rng.gauss(2.6, 0.4) if human else rng.gauss(2.0, 0.3)
+            row["movement_submovements"] = rng.uniform(1, 3) if human else rng.uniform(1, 1.5)
+            row["untrusted_fraction"] = 0.0 if human or rng.random() < 0.5 else rng.uniform(0.1, 1)
+            row["press_dwell_mean_ms"] = rng.uniform(80, 2000) if human else rng.uniform(0, 120)
+            # Never missing in training: LightGBM then compares an unmeasured value as zero.
+            row["moving_fraction"] = rng.uniform(0, 1)
+            # Measured for some sessions only (no typing).
+            row["key_flight_log_sd"] = (rng.uniform(0.3, 0.8) if human else rng.uniform(0.1, 0.5)) if rng.random() < 0.6 else None
+            label = {"reference": f"r{i}", "class": "human" if human else "bot",
+                     "generator": "human" if human else ("naive", "windmouse")[i % 4 == 1],
+                     "family": "human" if human else ("naive", "wind")[i % 4 == 1]}
+            samples.append((label, row))
+        return samples
+
+    def test_converted_trees_sum_to_lightgbms_raw_score_and_handle_unmeasured_values(self):
+        samples = self.samples()
+        fitted, booster = model.fit_gbdt(samples, version="test", rounds=40, tune=False)
+        probe = [row for _, row in samples[:200]]
+        probe += [{**row, "moving_fraction": None, "movement_submovements": None} for row in probe[:50]]
+        raw = booster.predict(model.tree_matrix(probe), raw_score=True)
+        mine = [model.log_odds(fitted, row) for row in probe]
+        for expected, actual in zip(raw, mine):
+            self.assertAlmostEqual(expected, actual, places=9)
+        for tree in fitted["trees"]:
+            nodes = tree["nodes"]
+            for index, node in enumerate(nodes):
+                if "leaf" not in node:
+                    self.assertGreater(node["left"], index)
+                    self.assertGreater(node["right"], index)
+                    self.assertIn(node["missing"], ("left", "right"))
+        json.loads(json.dumps(fitted))  # plain JSON: what the Rust side reads
+
+    def test_tells_only_ever_lower_the_score_and_long_presses_never_raise_it_past_the_clip(self):
+        samples = self.samples()
+        fitted, _ = model.fit_gbdt(samples, version="test", rounds=60, tune=False)
+        row = dict(samples[0][1])
+        untrusted = [model.log_odds(fitted, {**row, "untrusted_fraction": v}) for v in (0, 0.2, 0.5, 1)]
+        self.assertEqual(untrusted, sorted(untrusted, reverse=True))
+        dwell = [model.log_odds(fitted, {**row, "press_dwell_mean_ms": v}) for v in (60, 300, 3000)]
+        self.assertEqual(len(set(dwell)), 1, "beyond 60 ms a press says nothing more")
+
+    def test_masking_the_environment_leaves_only_behaviour(self):
+        fitted, _ = model.fit_gbdt(self.samples(n=200), version="test", rounds=5, tune=False)
+        self.assertTrue(any(t["feature"] == "webdriver" for t in fitted["terms"]))
+        masked = model.mask_environment(fitted)
+        self.assertEqual(masked["terms"], [])
+        self.assertEqual(model.log_odds(masked, {"webdriver": 1.0, "automation_globals": 1.0}),
+                         model.log_odds(fitted, {}))
+
+
 class ReportTest(unittest.TestCase):
     def test_auc_counts_ties_as_half(self):
         import numpy as np
