@@ -102,7 +102,8 @@ features! {
     pauses,
     /// Coefficient of variation of the intervals between pointer moves (under 100 ms).
     sampling_interval_cv,
-    /// Movements measured by [`crate::kinematics`] (at least 160 ms and 16 px).
+    /// Pointing movements measured by [`crate::kinematics`] (no button held; at least 160 ms
+    /// and 16 px).
     movements,
     /// Median peak over mean speed of a movement, resampled to 40 ms steps.
     movement_peak_speed_ratio,
@@ -241,7 +242,7 @@ fn pointer(events: &[TraceEvent], f: &mut Features) {
         .filter_map(|e| Some((e.t, f64::from(e.x?), f64::from(e.y?))))
         .collect();
     f.pointer_moves = moves.len() as f64;
-    let k = crate::kinematics::compute(&moves);
+    let k = crate::kinematics::compute(&crate::kinematics::pointing_moves(events));
     f.movements = k.movements;
     f.movement_peak_speed_ratio = k.peak_speed_ratio;
     f.movement_peak_time = k.peak_time;

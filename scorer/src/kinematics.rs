@@ -9,8 +9,14 @@
 //! strays from its chord, its smoothness (log dimensionless jerk), the distance-duration relation
 //! of aimed movements (Fitts's law) and the structure of the pauses between movements.
 //!
+//! Only pointing is measured: moves with no button held, a press or release ending the
+//! movement before it. Drags (drawing, sliders, selecting text) and touch contact are other
+//! motor tasks; a data set of people drawing circles would otherwise teach that loops are human.
+//!
 //! Positions are CSS pixels and times milliseconds; a movement must last at least
-//! [`MIN_MOVEMENT_MS`] and travel at least [`MIN_MOVEMENT_PX`] to be measured.
+//! [`MIN_MOVEMENT_MS`] and get at least [`MIN_MOVEMENT_PX`] from where it began to be measured.
+
+use crate::trace::{Kind, TraceEvent};
 
 /// A gap between moves longer than this ends a movement (the same as the pause of
 /// `features::pointer`).
@@ -91,8 +97,56 @@ struct Movement {
     log_jerk: f64,
 }
 
-/// Computes the kinematics of time-ordered pointer moves `(t, x, y)`.
-pub fn compute(moves: &[(i64, f64, f64)]) -> Kinematics {
+/// A pointer position of pointing; `starts_stroke` when a press or release came just before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Move {
+    pub t: i64,
+    pub x: f64,
+    pub y: f64,
+    pub starts_stroke: bool,
+}
+
+/// The moves of pointing in a time-ordered session: pointer moves while no button is held.
+pub fn pointing_moves(events: &[TraceEvent]) -> Vec<Move> {
+    let mut out = Vec::new();
+    let mut pressed = false;
+    let mut boundary = true;
+    for event in events {
+        match event.kind {
+            Kind::PointerDown | Kind::TouchStart => {
+                pressed = true;
+                boundary = true;
+            }
+            // A lost release (the button let go outside the window) must not hide the rest of
+            // the session: a click, leaving the page or the window ends the press as well.
+            Kind::PointerUp
+            | Kind::TouchEnd
+            | Kind::Click
+            | Kind::Blur
+            | Kind::Visibility
+            | Kind::PageHide => {
+                pressed = false;
+                boundary = true;
+            }
+            Kind::PointerMove if !pressed => {
+                if let (Some(x), Some(y)) = (event.x, event.y) {
+                    out.push(Move {
+                        t: event.t,
+                        x: f64::from(x),
+                        y: f64::from(y),
+                        starts_stroke: boundary,
+                    });
+                    boundary = false;
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Computes the kinematics of time-ordered pointing moves.
+pub fn compute(moves: &[Move]) -> Kinematics {
     let mut k = Kinematics::unmeasured();
     let moves = latest_per_instant(moves);
     if moves.len() < 2 {
@@ -103,18 +157,20 @@ pub fn compute(moves: &[(i64, f64, f64)]) -> Kinematics {
     let mut moving_ms = 0.0;
     let mut start = 0;
     for end in 1..=moves.len() {
-        let closes = end == moves.len() || moves[end].0 - moves[end - 1].0 > PAUSE_MS;
+        let closes =
+            end == moves.len() || moves[end].3 || moves[end].0 - moves[end - 1].0 > PAUSE_MS;
         if !closes {
             continue;
         }
-        let stroke = &moves[start..end];
+        let stroke: Vec<(i64, f64, f64)> =
+            moves[start..end].iter().map(|m| (m.0, m.1, m.2)).collect();
         moving_ms += (stroke[stroke.len() - 1].0 - stroke[0].0) as f64;
-        if let Some(movement) = movement(stroke) {
+        if let Some(movement) = movement(&stroke) {
             measured.push(movement);
         }
         if end < moves.len() {
             let gap = moves[end].0 - moves[end - 1].0;
-            if gap <= MAX_PAUSE_MS {
+            if gap > PAUSE_MS && gap <= MAX_PAUSE_MS {
                 pauses.push((gap as f64).ln());
             }
         }
@@ -159,14 +215,17 @@ pub fn compute(moves: &[(i64, f64, f64)]) -> Kinematics {
     k
 }
 
-/// Moves with distinct times: of several moves stamped in one millisecond (a stalled page
-/// delivering its backlog), the last position stands for that instant.
-fn latest_per_instant(moves: &[(i64, f64, f64)]) -> Vec<(i64, f64, f64)> {
-    let mut out: Vec<(i64, f64, f64)> = Vec::with_capacity(moves.len());
-    for &m in moves {
+/// Moves as `(t, x, y, starts_stroke)` with distinct times: of several moves stamped in one
+/// millisecond (a stalled page delivering its backlog), the last position stands for that
+/// instant.
+fn latest_per_instant(moves: &[Move]) -> Vec<(i64, f64, f64, bool)> {
+    let mut out: Vec<(i64, f64, f64, bool)> = Vec::with_capacity(moves.len());
+    for m in moves {
         match out.last_mut() {
-            Some(last) if last.0 == m.0 => *last = m,
-            _ => out.push(m),
+            Some(last) if last.0 == m.t && !m.starts_stroke => {
+                *last = (m.t, m.x, m.y, last.3);
+            }
+            _ => out.push((m.t, m.x, m.y, m.starts_stroke)),
         }
     }
     out
@@ -367,15 +426,24 @@ mod tests {
 
     /// A reach of `distance` px in `duration` ms along x, sampled at `times` (ms from start),
     /// positions rounded to whole pixels as the embed sends them.
-    fn reach(start: i64, distance: f64, duration: f64, times: &[f64]) -> Vec<(i64, f64, f64)> {
+    fn reach(start: i64, distance: f64, duration: f64, times: &[f64]) -> Vec<Move> {
         times
             .iter()
             .filter(|&&t| t <= duration)
             .map(|&t| {
                 let x = 100.0 + distance * min_jerk(t / duration);
-                (start + t.round() as i64, x.round(), 300.0)
+                at(start + t.round() as i64, x.round(), 300.0)
             })
             .collect()
+    }
+
+    fn at(t: i64, x: f64, y: f64) -> Move {
+        Move {
+            t,
+            x,
+            y,
+            starts_stroke: false,
+        }
     }
 
     fn every(interval: f64, duration: f64) -> Vec<f64> {
@@ -438,7 +506,7 @@ mod tests {
         let mut moves = reach(0, 400.0, 600.0, &every(16.0, 600.0));
         // Rest 120 ms at the end of the primary movement (under the pause), then correct 40 px.
         let correction = reach(720, 40.0, 240.0, &every(16.0, 240.0));
-        moves.extend(correction.into_iter().map(|(t, x, y)| (t, x + 400.0, y)));
+        moves.extend(correction.into_iter().map(|m| at(m.t, m.x + 400.0, m.y)));
         let k = compute(&moves);
         assert_eq!(k.movements, 1.0);
         assert_eq!(k.submovements, 2.0);
@@ -447,10 +515,10 @@ mod tests {
     #[test]
     fn a_curved_path_strays_from_its_chord() {
         // A half circle of radius 100 from (0, 0) to (200, 0) in 800 ms.
-        let moves: Vec<(i64, f64, f64)> = (0..=50)
+        let moves: Vec<Move> = (0..=50)
             .map(|i| {
                 let a = std::f64::consts::PI * (1.0 - i as f64 / 50.0);
-                (i * 16, 100.0 + 100.0 * a.cos(), -100.0 * a.sin())
+                at(i * 16, 100.0 + 100.0 * a.cos(), -100.0 * a.sin())
             })
             .collect();
         let k = compute(&moves);
@@ -460,7 +528,7 @@ mod tests {
 
     #[test]
     fn durations_that_follow_fitts_law_give_its_slope_and_pauses_their_spread() {
-        let mut moves = Vec::new();
+        let mut moves: Vec<Move> = Vec::new();
         let mut t = 0;
         let mut pauses = Vec::new();
         for (i, distance) in [40.0, 120.0, 300.0, 700.0, 90.0, 500.0]
@@ -484,17 +552,42 @@ mod tests {
     }
 
     #[test]
+    fn drags_are_not_pointing_and_a_press_ends_the_movement_before_it() {
+        let mv = |t: i64, x: i32| TraceEvent::new(t, Kind::PointerMove).at(x, 300);
+        let events = vec![
+            mv(0, 100),
+            mv(16, 120),
+            TraceEvent::new(32, Kind::PointerDown).at(120, 300),
+            mv(48, 140), // dragging
+            mv(64, 160),
+            TraceEvent::new(80, Kind::PointerUp).at(160, 300),
+            TraceEvent::new(81, Kind::Click).at(160, 300),
+            mv(96, 170),
+            mv(112, 180),
+            TraceEvent::new(128, Kind::PointerDown).at(180, 300),
+            // The release was lost; the click still ends the press.
+            TraceEvent::new(200, Kind::Click).at(180, 300),
+            mv(216, 190),
+        ];
+        let moves = pointing_moves(&events);
+        let xs: Vec<f64> = moves.iter().map(|m| m.x).collect();
+        assert_eq!(xs, vec![100.0, 120.0, 170.0, 180.0, 190.0]);
+        let starts: Vec<bool> = moves.iter().map(|m| m.starts_stroke).collect();
+        assert_eq!(starts, vec![true, false, true, false, true]);
+    }
+
+    #[test]
     fn moves_stamped_in_one_millisecond_count_once_and_resting_hands_are_not_movements() {
         let mut moves = reach(0, 300.0, 480.0, &every(16.0, 480.0));
         // A stalled page delivers three moves at once.
-        moves.insert(10, (moves[10].0, moves[9].1, moves[9].2));
-        moves.insert(10, (moves[10].0, moves[9].1, moves[9].2));
+        moves.insert(10, at(moves[10].t, moves[9].x, moves[9].y));
+        moves.insert(10, at(moves[10].t, moves[9].x, moves[9].y));
         let stalled = compute(&moves);
         assert_eq!(stalled.movements, 1.0);
         assert!(stalled.peak_speed_ratio.is_finite());
         // Jitter of a few pixels over a second is no movement.
-        let rest: Vec<(i64, f64, f64)> = (0..60)
-            .map(|i| (i * 16, 500.0 + (i % 3) as f64, 500.0))
+        let rest: Vec<Move> = (0..60)
+            .map(|i| at(i * 16, 500.0 + (i % 3) as f64, 500.0))
             .collect();
         let k = compute(&rest);
         assert_eq!(k.movements, 0.0);
