@@ -1,23 +1,37 @@
 """Human sessions for the scoring-quality harness, built from the recorded data sets.
 
-Each session is real human pointer data from `../shared/datasets/` converted into the embed's
-event format, with the embed's own sampling (a pointer or touch move at most every 16 ms), plus
-keyboard, scrolling and focus rhythms drawn from published distributions where the data sets have
-none. docs/evaluation.md lists every source and assumption; the constants below cite them.
+A *base session* is real human pointer data from `../shared/datasets/` laid out on a session
+clock, plus what the pointer data sets lack: typed answers (a CMU keystroke subject's real key
+timing in about half of the base sessions, synthetic typing from published population figures in
+the rest), scrolling, focus and leaving. Every base session is then sent in several *conversion
+variants* (VARIANTS): its pointer rows as different browsers, displays and remote desktops would
+deliver them to the embed. A conversion is a function from recorded (t, kind, x, y) rows to the
+rows the embed emits (CONVERSIONS); `convert()` is the one place that applies it. Everything that
+is not the conversion (think pauses, typing, scrolling, tab switches, leaving) is drawn once per
+base session from an RNG seeded by the base session, so the variants of one session differ only
+in the conversion. docs/evaluation.md lists every source and assumption; the constants below cite
+them.
 
 Split: a file is HOLDOUT when the first hex digit of the SHA-1 of its path relative to its data
 set's folder is 0-4, and every Balabit session of user29 and user35 is HOLDOUT (datasets README).
+The CMU file holds only that data set's TRAIN subjects; they are split again by subject (a subject
+is HOLDOUT when the first hex digit of sha1("cmu-split/<subject>") is 0-4), and a session types
+with a subject of its own split only.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import math
 import random
 import tarfile
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 MOVE_INTERVAL_MS = 16  # the embed keeps one pointer or touch move per 16 ms
 BALABIT_HOLDOUT_USERS = {"user29", "user35"}
@@ -33,6 +47,31 @@ DELBOT_STROKES_PER_SESSION = 3  # consecutive strokes of one device folder form 
 # and the share of pasted answers (5 %) are this project's assumptions, not published figures.
 IKI_MEAN_MS, IKI_SD_MS = 238.66, 111.60
 HOLD_MEAN_MS, HOLD_SD_MS = 116.25, 23.88
+
+# ---- conversion variants (this project's assumptions, chosen to span real browsers) ----------
+VARIANTS = ("embed", "raw", "hz60", "hz120", "hz240", "rdp", "jitter", "scale", "cut")
+# Refresh-rate variants: recorded moves further apart than this are a pointer at rest, not a
+# movement sampled sparsely, and are not interpolated (the scorer calls 300 ms a pause).
+INTERPOLATE_MAX_MS = 250
+# Remote-desktop-like coalescing: delivery intervals lognormal, median 50 ms, clipped.
+RDP_MEDIAN_MS, RDP_SIGMA, RDP_MIN_MS, RDP_MAX_MS = 50.0, 0.6, 16.0, 200.0
+# Timestamp jitter and main-thread stalls (about one per 5 s, 50-250 ms each).
+JITTER_SD_MS, STALL_EVERY_MS, STALL_MIN_MS, STALL_MAX_MS = 3.0, 5000.0, 50.0, 250.0
+# Another screen scale: CSS pixels per recorded pixel (the device pixel ratio changes inversely).
+SCALE_FACTORS = (0.67, 0.8, 1.25, 1.5, 2.0)
+# The session left early: the share of its duration kept.
+CUT_SHARE = (0.35, 0.70)
+
+# Recorded pointer rows: (t ms on the session clock, kind, x, y).
+MOVE, PRESS, RELEASE = "move", "press", "release"
+PRESS_RIGHT, RELEASE_RIGHT = "press-right", "release-right"
+WHEEL_UP, WHEEL_DOWN = "wheel-up", "wheel-down"  # one wheel notch (100 px)
+
+# ---- CMU keystroke benchmark (Killourhy and Maxion, DSN 2009) ---------------------------------
+# The keys of `.tie5Roanl` + Return in order, and the embed's key class of each. `Shift.r` is the
+# capital R; the embed also sees the Shift key held around it (Timeline.cmu_typing).
+CMU_KEYS = ("period", "t", "i", "e", "five", "Shift.r", "o", "a", "n", "l", "Return")
+CMU_KEY_CLASSES = {"period": "char", "five": "digit", "Shift.r": "char", "Return": "enter"}
 
 DESKTOP_UA = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -57,14 +96,70 @@ def is_holdout(relative_path: str) -> bool:
     return hashlib.sha1(relative_path.encode()).hexdigest()[0] in "01234"
 
 
+def cmu_split(subject: str) -> str:
+    return "holdout" if is_holdout("cmu-split/" + subject) else "train"
+
+
+def reference_for(source: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "telltale-quality/" + source))
+
+
+def variant_reference(source: str, variant: str) -> str:
+    return reference_for(f"{source}#{variant}")
+
+
+# ---- sessions --------------------------------------------------------------------------------
+
+
 @dataclass
-class HumanSession:
-    reference: str
-    source: str  # data set and the files it came from
+class BaseSession:
+    """One recorded session before conversion: its pointer rows and every other event."""
+
+    source: str  # the pointer data's data set and files
     device: str
     cluster: str  # the bootstrap's resampling unit: a Balabit user or a DELBOT device folder
     split: str
-    events: list = field(default_factory=list)
+    width: int  # the recorded screen, CSS px
+    height: int
+    rows: list  # recorded pointer rows on the session clock
+    others: list  # typing, scrolling, focus and leaving: the same in every variant
+    left_at: float  # when the page is left (the closing visibility/pagehide pair)
+    typing: str  # "cmu" or "synthetic"
+    typed: str = ""  # the CMU subject and repetitions typed
+
+    @property
+    def id(self) -> str:
+        return reference_for(self.source)
+
+    @property
+    def pointer(self) -> str:
+        return "touch" if self.device == "phone-touch" else "mouse"
+
+
+@dataclass(eq=False)
+class HumanSession:
+    reference: str
+    source: str  # data set and the files it came from, and the CMU subject it types with
+    device: str
+    cluster: str  # the bootstrap's resampling unit: a Balabit user or a DELBOT device folder
+    split: str
+    base: str = ""  # the base session's id, the same for all its variants
+    variant: str = "embed"
+    typing: str = "synthetic"  # the keys this session holds: "cmu", "synthetic" or "none"
+    recording: BaseSession | None = field(default=None, repr=False)
+    fixed_events: list | None = field(default=None, repr=False)
+
+    @property
+    def events(self) -> list[dict]:
+        """The session's events, converted from the recording on every access: every variant of
+        every session held at once would be millions of events."""
+        if self.fixed_events is not None:
+            return self.fixed_events
+        return convert(self.recording, self.variant)
+
+    @events.setter
+    def events(self, value: list[dict]) -> None:
+        self.fixed_events = value
 
     def label(self) -> dict:
         return {
@@ -76,11 +171,262 @@ class HumanSession:
             "cluster": self.cluster,
             "split": self.split,
             "source": self.source,
+            "variant": self.variant,
+            "base": self.base or self.reference,
+            "typing": self.typing,
         }
 
 
-def reference_for(source: str) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "telltale-quality/" + source))
+def variant_session(base: BaseSession, variant: str) -> HumanSession:
+    typing = base.typing
+    if variant == "cut":
+        at = cut_time(base)
+        if not any(e["type"] == "keydown" and e["t"] < at for e in base.others):
+            typing = "none"  # left before typing anything
+    source = base.source + (f"+{base.typed}" if base.typed else "")
+    return HumanSession(variant_reference(base.source, variant), source, base.device, base.cluster,
+                        base.split, base.id, variant, typing, base)
+
+
+# ---- conversions: recorded pointer rows -> the rows the embed emits --------------------------
+
+
+def thinned(rows: list) -> list:
+    """The embed's rule: a move less than 16 ms (by the timestamps it reads) after the last move
+    it kept is dropped; every other row passes."""
+    kept, last = [], -math.inf
+    for row in rows:
+        if row[1] == MOVE:
+            if row[0] - last < MOVE_INTERVAL_MS:
+                continue
+            last = row[0]
+        kept.append(row)
+    return kept
+
+
+def date_now(rows: list) -> list:
+    """Timestamps as the embed reads them when the event is dispatched: Date.now(), whole ms."""
+    return [(float(math.floor(t)), kind, x, y) for t, kind, x, y in rows]
+
+
+def coalesced(rows: list, ticks: np.ndarray, interpolate: bool) -> list:
+    """Moves delivered at `ticks` only (display frames, remote-desktop updates): a tick delivers
+    one move when the pointer moved since the last delivery, at the position as of the tick
+    (interpolated along the recorded path when `interpolate`). Presses, releases and wheel
+    notches are delivered at their own time, after a move to their position when the pointer
+    moved since the last delivery (browsers flush coalesced moves before a discrete event)."""
+    rows = sorted(rows, key=lambda row: row[0])  # one phone recording steps back in time once
+    moves = [row for row in rows if row[1] == MOVE]
+    others = [row for row in rows if row[1] != MOVE]
+    if not moves:
+        return others
+    stamps = np.array([row[0] for row in moves])
+    last = np.r_[stamps[1:] != stamps[:-1], True]  # the position as of a time: its last row
+    T = stamps[last]
+    X = np.array([row[2] for row in moves])[last]
+    Y = np.array([row[3] for row in moves])[last]
+    times = np.concatenate([np.asarray(ticks, dtype=float), [row[0] for row in others]])
+    which = np.concatenate([np.full(len(ticks), -1), np.arange(len(others))])
+    order = np.lexsort((which, times))  # by time; a tick before a discrete row at the same time
+    times, which = times[order], which[order]
+    seen = np.searchsorted(T, times, side="right")  # recorded positions up to each delivery
+    new = seen > np.r_[0, seen[:-1]]
+    before, after = np.maximum(seen - 1, 0), np.minimum(seen, len(T) - 1)
+    moving = (seen > 0) & (seen < len(T)) & (T[after] - T[before] <= INTERPOLATE_MAX_MS)
+    if not interpolate:
+        moving[:] = False
+    emit = new | moving
+    xs = np.where(moving, np.interp(times, T, X), X[before])
+    ys = np.where(moving, np.interp(times, T, Y), Y[before])
+    out = []
+    times, which, emit, xs, ys = times.tolist(), which.tolist(), emit.tolist(), xs.tolist(), ys.tolist()
+    for k in range(len(times)):
+        if emit[k]:
+            out.append((times[k], MOVE, xs[k], ys[k]))
+        if which[k] >= 0:
+            out.append(others[which[k]])
+    return out
+
+
+def span(rows: list) -> tuple[float, float]:
+    stamps = [row[0] for row in rows]
+    return min(stamps), max(stamps)
+
+
+def convert_embed(rows: list, rng: random.Random) -> list:
+    """`embed`: the recorded timings, thinned by the embed to one move per 16 ms."""
+    return thinned(rows)
+
+
+def convert_raw(rows: list, rng: random.Random) -> list:
+    """`raw`: every recorded move, timestamps rounded to whole ms, no thinning."""
+    return [(float(round(t)), kind, x, y) for t, kind, x, y in rows]
+
+
+def refresh_rate(hz: int):
+    def convert_display(rows: list, rng: random.Random) -> list:
+        """`hzN`: a display of N Hz delivers coalesced pointer events, one per frame (frame times
+        with a random phase) at the path's position interpolated at the frame time; the embed
+        stamps them with Date.now() and thins them to one per 16 ms."""
+        if not rows:
+            return []
+        period = 1000.0 / hz
+        phase = rng.uniform(0, period)
+        first, last = span(rows)
+        frames = phase + period * np.arange(math.ceil((first - phase) / period),
+                                            math.floor((last + period - phase) / period) + 1)
+        return thinned(date_now(coalesced(rows, frames, interpolate=True)))
+
+    convert_display.__name__ = f"convert_hz{hz}"
+    return convert_display
+
+
+def convert_rdp(rows: list, rng: random.Random) -> list:
+    """`rdp`: moves coalesced at irregular intervals (lognormal, median 50 ms, clipped to
+    16-200 ms) at the position as of that time, as a remote desktop delivers them; then Date.now()
+    and the embed's thinning."""
+    if not rows:
+        return []
+    first, last = span(rows)
+    draws = np.random.default_rng(rng.getrandbits(64))
+    count = int((last - first) / RDP_MIN_MS) + 3
+    intervals = np.clip(RDP_MEDIAN_MS * np.exp(RDP_SIGMA * draws.standard_normal(count)), RDP_MIN_MS, RDP_MAX_MS)
+    ticks = first - rng.uniform(0, RDP_MEDIAN_MS) + np.cumsum(intervals)
+    ticks = ticks[ticks <= last + RDP_MAX_MS]
+    return thinned(date_now(coalesced(rows, ticks, interpolate=False)))
+
+
+def convert_jitter(rows: list, rng: random.Random) -> list:
+    """`jitter`: each row's timestamp moved by N(0, 3 ms), and main-thread stalls (gaps between
+    them exponential with mean 5 s, each 50-250 ms) hold the rows that fall in them until the
+    stall ends, all stamped then; row order is kept. Then Date.now() and the embed's thinning."""
+    if not rows:
+        return []
+    draws = np.random.default_rng(rng.getrandbits(64))
+    first, last = span(rows)
+    stamps = np.array([row[0] for row in rows]) + draws.normal(0, JITTER_SD_MS, len(rows))
+    count = int((last - first) / STALL_EVERY_MS * 2) + 5
+    gaps = draws.exponential(STALL_EVERY_MS, count)
+    lengths = draws.uniform(STALL_MIN_MS, STALL_MAX_MS, count)
+    starts = first + np.cumsum(gaps) + np.r_[0, np.cumsum(lengths)[:-1]]  # stalls never overlap
+    ends = starts + lengths
+    index = np.searchsorted(starts, stamps, side="right") - 1
+    stalled = (index >= 0) & (stamps < ends[np.maximum(index, 0)])
+    stamps = np.where(stalled, ends[np.maximum(index, 0)], stamps)
+    stamps = np.maximum.accumulate(stamps)  # the order of the rows is kept
+    return thinned(date_now([(t, kind, x, y) for t, (_, kind, x, y) in zip(stamps.tolist(), rows)]))
+
+
+CONVERSIONS = {
+    "embed": convert_embed,
+    "raw": convert_raw,
+    "hz60": refresh_rate(60),
+    "hz120": refresh_rate(120),
+    "hz240": refresh_rate(240),
+    "rdp": convert_rdp,
+    "jitter": convert_jitter,
+    # Session-level variants: convert() scales the coordinates and screen, or cuts the session;
+    # the pointer rows are then the embed's.
+    "scale": convert_embed,
+    "cut": convert_embed,
+}
+
+
+def scale_factor(base: BaseSession) -> float:
+    return random.Random(base.id + "/scale").choice(SCALE_FACTORS)
+
+
+def cut_time(base: BaseSession) -> float:
+    return base.left_at * random.Random(base.id + "/cut").uniform(*CUT_SHARE)
+
+
+def convert(base: BaseSession, variant: str) -> list[dict]:
+    """A base session's events in one variant: the one place a conversion is applied."""
+    reference = variant_reference(base.source, variant)
+    rng = random.Random(reference)  # the conversion's own draws (frame phase, intervals, jitter)
+    factor = scale_factor(base) if variant == "scale" else 1.0
+    rows = base.rows
+    if factor != 1.0:
+        rows = [(t, kind, x * factor, y * factor) for t, kind, x, y in rows]
+    pointer = CONVERSIONS[variant](rows, rng)
+    events = sorted(emitted(pointer, base.pointer) + base.others, key=lambda e: e["t"])
+    if variant == "cut":
+        events = left_early(events, cut_time(base))
+    start = session_event(reference, base.device, base.width, base.height, factor)
+    return [{"type": "session", "t": 0.0, "data": start}] + events
+
+
+def emitted(rows: list, pointer: str) -> list[dict]:
+    """Converted pointer rows as the embed's events."""
+    events = []
+    touch = pointer == "touch"
+    scroll_y = 0
+    for t, kind, x, y in rows:
+        at = {"x": round(x), "y": round(y)}
+        if kind == MOVE:
+            events.append({"type": "pointermove", "t": t, "data": {**at, "pointerType": pointer, "trusted": True}})
+            if touch:
+                events.append({"type": "touchmove", "t": t, "data": {**at, "force": 1, "radius": 12, "trusted": True}})
+        elif kind in (PRESS, PRESS_RIGHT, RELEASE, RELEASE_RIGHT):
+            button = 2 if kind in (PRESS_RIGHT, RELEASE_RIGHT) else 0
+            down = kind in (PRESS, PRESS_RIGHT)
+            events.append({"type": "pointerdown" if down else "pointerup", "t": t, "data": {
+                **at, "pointerType": pointer, "trusted": True, "button": button, "target": "other"}})
+            if touch:
+                events.append({"type": "touchstart" if down else "touchend", "t": t, "data": {
+                    **at, "force": 1 if down else 0, "radius": 12, "trusted": True}})
+            elif not down and button == 0:
+                # A mouse press and release on the same element is a click.
+                events.append({"type": "click", "t": t + 1, "data": {
+                    **at, "pointerType": pointer, "trusted": True, "button": 0, "target": "other"}})
+        elif kind in (WHEEL_UP, WHEEL_DOWN):
+            dy = 100 if kind == WHEEL_DOWN else -100
+            scroll_y = max(0, scroll_y + dy)
+            events.append({"type": "wheel", "t": t, "data": {"dx": 0, "dy": dy, "deltaMode": 0, "trusted": True}})
+            events.append({"type": "scroll", "t": t + 8, "data": {"x": 0, "y": scroll_y}})
+    return events
+
+
+def left_early(events: list[dict], at: float) -> list[dict]:
+    """The session cut at `at`, closed as a page left then closes (pagehide alone when the page
+    was already hidden)."""
+    kept = [e for e in events if e["t"] < at]
+    hidden = False
+    for event in kept:
+        if event["type"] == "visibility":
+            hidden = event["data"]["state"] == "hidden"
+    if not hidden:
+        kept.append({"type": "visibility", "t": at, "data": {"state": "hidden"}})
+    kept.append({"type": "pagehide", "t": at + 2, "data": {}})
+    return kept
+
+
+def session_event(reference: str, device: str, width: int, height: int, scale: float = 1.0) -> dict:
+    """An ordinary Chrome's session event; `scale` is CSS px per recorded px (another display
+    scale: the same physical pixels, so the device pixel ratio changes inversely)."""
+    phone = device == "phone-touch"
+    width, height = round(width * scale), round(height * scale)
+    return {
+        "sessionId": reference,
+        "interviewId": reference,
+        "embedVersion": "1.0.0",
+        "origin": "https://survey.example",
+        "path": "/s/quality",
+        "userAgent": PHONE_UA if phone else DESKTOP_UA,
+        "languages": ["en-US", "en"],
+        "timezoneOffset": -60,
+        "screenWidth": width,
+        "screenHeight": height,
+        "viewportWidth": width if phone else width - 16,
+        "viewportHeight": height - (60 if phone else 130),
+        "devicePixelRatio": round((2.625 if phone else 1) / scale, 4),
+        "maxTouchPoints": 5 if phone else 0,
+        "hardwareConcurrency": 8,
+        "webdriver": False,
+    }
+
+
+# ---- everything that is not the conversion ---------------------------------------------------
 
 
 class Timeline:
@@ -90,8 +436,6 @@ class Timeline:
         self.rng = rng
         self.events: list[dict] = []
         self.t = 0.0
-        self.last_move = -1e9
-        self.last_touch_move = -1e9
         self.field = 0
         self.scroll_y = 0
 
@@ -102,21 +446,9 @@ class Timeline:
     def pause(self, median_ms: float, sigma: float) -> None:
         self.t += median_ms * math.exp(sigma * self.rng.gauss(0, 1))
 
-    def pointer_move(self, t: float, x: float, y: float, pointer: str) -> None:
-        if t - self.last_move < MOVE_INTERVAL_MS:
-            return
-        self.last_move = t
-        self.push("pointermove", t, {"x": round(x), "y": round(y), "pointerType": pointer, "trusted": True})
-
-    def touch_move(self, t: float, x: float, y: float) -> None:
-        if t - self.last_touch_move >= MOVE_INTERVAL_MS:
-            self.last_touch_move = t
-            self.push("touchmove", t, {"x": round(x), "y": round(y), "force": 1, "radius": 12, "trusted": True})
-        self.pointer_move(t, x, y, "touch")
-
-    def press(self, kind: str, t: float, x: float, y: float, pointer: str, button: int, target: str) -> None:
-        self.push(kind, t, {"x": round(x), "y": round(y), "pointerType": pointer, "trusted": True,
-                            "button": button, "target": target})
+    def key(self, key_class: str, down: float, up: float) -> None:
+        self.push("keydown", down, {"keyClass": key_class, "trusted": True, "repeat": False})
+        self.push("keyup", up, {"keyClass": key_class, "trusted": True, "repeat": False})
 
     def typing(self, person: "Typist", chars: int) -> None:
         """Typed answer text: key classes only, as the embed sends them."""
@@ -160,6 +492,46 @@ class Timeline:
                           {"keyClass": "modifier", "trusted": True, "repeat": False})
             self.t = down + person.flight()
 
+    def cmu_typing(self, repetitions: list["CmuRepetition"], subject: "CmuSubject") -> None:
+        """One typed answer with a CMU subject's real key timing: consecutive repetitions of
+        `.tie5Roanl`, every key down at the recorded keydown-to-keydown times (DD) and up after
+        the recorded hold (H). The Return of the answer's last repetition is kept as the `enter`
+        that ends the answer (no input: a one-line field); the other Returns are dropped, and the
+        next repetition's first key follows the dropped Return's keydown after one more flight
+        drawn from the subject's own recorded keydown-to-keydown times, like the space between
+        two words. The embed sees the Shift held around the capital R (see `shift_around`)."""
+        self.field += 1
+        start, end = self.t, self.t
+        five, capital, after = (CMU_KEYS.index(k) for k in ("five", "Shift.r", "o"))
+        for index, rep in enumerate(repetitions):
+            last = index == len(repetitions) - 1
+            downs = [start + offset for offset in rep.downs]
+            for position, (key, down, hold) in enumerate(zip(CMU_KEYS, downs, rep.holds)):
+                if key == "Return" and not last:
+                    continue
+                key_class = CMU_KEY_CLASSES.get(key, "char")
+                if position == capital:
+                    self.shift_around(downs[five] + rep.holds[five], down, down + hold, downs[after])
+                self.key(key_class, down, down + hold)
+                if key_class in ("char", "digit"):
+                    self.push("input", down + self.rng.uniform(1, 4),
+                              {"inputType": "insertText", "lengthDelta": 1, "field": self.field})
+                end = max(end, down + hold)
+            start = downs[-1] + self.rng.choice(subject.flights)
+        self.t = end
+
+    def shift_around(self, previous_up: float, down: float, up: float, next_down: float) -> None:
+        """The Shift of a capital typed at down..up (the data set times the capital, not Shift:
+        the key before it is always released 100 ms or more before it, room for the Shift press).
+        Shift goes down between the previous key's release and the capital's press, and up
+        10-60 ms after the capital's release, but before the next key (else that key would be a
+        capital too)."""
+        shift_down = previous_up + self.rng.uniform(0.3, 0.7) * max(0.0, down - previous_up)
+        shift_up = up + self.rng.uniform(10, 60)
+        if shift_up >= next_down:
+            shift_up = self.rng.uniform(up if up < next_down else down, next_down)
+        self.key("modifier", shift_down, shift_up)
+
     def scrolling(self) -> None:
         """A few wheel flicks: notches of 100 px (Chromium's default per notch) in bursts."""
         for _ in range(self.rng.randint(1, 3)):
@@ -197,36 +569,103 @@ class Typist:
         return self.hold_mean * math.exp(sigma * self.rng.gauss(0, 1) - sigma * sigma / 2)
 
 
-def session_event(reference: str, device: str, width: int, height: int) -> dict:
-    phone = device == "phone-touch"
-    return {
-        "sessionId": reference,
-        "interviewId": reference,
-        "embedVersion": "1.0.0",
-        "origin": "https://survey.example",
-        "path": "/s/quality",
-        "userAgent": PHONE_UA if phone else DESKTOP_UA,
-        "languages": ["en-US", "en"],
-        "timezoneOffset": -60,
-        "screenWidth": width,
-        "screenHeight": height,
-        "viewportWidth": width if phone else width - 16,
-        "viewportHeight": height - (60 if phone else 130),
-        "devicePixelRatio": 2.625 if phone else 1,
-        "maxTouchPoints": 5 if phone else 0,
-        "hardwareConcurrency": 8,
-        "webdriver": False,
-    }
+@dataclass
+class CmuRepetition:
+    """One recorded repetition of `.tie5Roanl` + Return, in ms."""
+
+    subject: str
+    session: int
+    rep: int
+    downs: tuple  # each key's keydown after the first key's (the DD times summed)
+    holds: tuple  # each key's hold (H)
 
 
-def finish(timeline: Timeline, with_typing: bool) -> None:
-    """The survey-shaped rest of a session: typed answers, scrolling, sometimes a tab switch."""
+@dataclass
+class CmuSubject:
+    name: str
+    runs: list  # consecutive repetitions, one list per recording session
+    flights: list  # every keydown-to-keydown time recorded for the subject, ms
+
+    @property
+    def split(self) -> str:
+        return cmu_split(self.name)
+
+    def consecutive(self, count: int, rng: random.Random) -> list[CmuRepetition]:
+        """`count` consecutive repetitions of one recording session (fewer when no session has
+        that many), starting anywhere."""
+        count = min(count, max(len(run) for run in self.runs))
+        windows = [(run, start) for run in self.runs for start in range(len(run) - count + 1)]
+        run, start = rng.choice(windows)
+        return run[start:start + count]
+
+
+def load_cmu(path: Path) -> dict[str, CmuSubject]:
+    """The CMU subjects by name; none when the file is not there."""
+    if not path.is_file():
+        return {}
+    repetitions: dict[str, list[CmuRepetition]] = defaultdict(list)
+    with open(path, newline="") as lines:
+        for row in csv.DictReader(lines):
+            flights = [1000 * float(row[f"DD.{a}.{b}"]) for a, b in zip(CMU_KEYS, CMU_KEYS[1:])]
+            downs = tuple(np.r_[0.0, np.cumsum(flights)].tolist())
+            holds = tuple(1000 * float(row[f"H.{key}"]) for key in CMU_KEYS)
+            repetitions[row["subject"]].append(
+                CmuRepetition(row["subject"], int(row["sessionIndex"]), int(row["rep"]), downs, holds))
+    subjects = {}
+    for name, reps in sorted(repetitions.items()):
+        reps.sort(key=lambda r: (r.session, r.rep))
+        runs: list[list[CmuRepetition]] = []
+        for rep in reps:
+            if runs and runs[-1][-1].session == rep.session and runs[-1][-1].rep == rep.rep - 1:
+                runs[-1].append(rep)
+            else:
+                runs.append([rep])
+        flights = [b - a for rep in reps for a, b in zip(rep.downs, rep.downs[1:])]
+        subjects[name] = CmuSubject(name, runs, flights)
+    return subjects
+
+
+def choose_typing(sources: list[tuple[str, str, str]], subjects: dict[str, CmuSubject]) -> dict[str, CmuSubject | None]:
+    """Which base sessions type with a CMU subject's real timing: every second session of each
+    person or device and split (the first one chosen by a seeded coin), with a subject of the
+    session's split drawn by the session's seed. `sources` holds (source, cluster, split)."""
+    by_group: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for source, cluster, split in sources:
+        by_group[(cluster, split)].append(source)
+    chosen: dict[str, CmuSubject | None] = {}
+    for (cluster, split), group in by_group.items():
+        parity = random.Random(f"typing/{cluster}/{split}").randrange(2)
+        candidates = [subjects[name] for name in sorted(subjects) if subjects[name].split == split]
+        for index, source in enumerate(sorted(group)):
+            if candidates and (index + parity) % 2 == 0:
+                chosen[source] = random.Random(reference_for(source) + "/cmu-subject").choice(candidates)
+            else:
+                chosen[source] = None
+    return chosen
+
+
+def finish(timeline: Timeline, subject: CmuSubject | None) -> str:
+    """The survey-shaped rest of a session: typed answers (a CMU subject's or a synthetic
+    typist's), scrolling, sometimes a tab switch, and leaving. Returns the CMU repetitions typed."""
     rng = timeline.rng
-    typist = Typist(rng)
-    if with_typing:
-        for _ in range(rng.randint(1, 2)):
+    answers = rng.randint(1, 2)
+    typed = ""
+    if subject is None:
+        typist = Typist(rng)
+        for _ in range(answers):
             timeline.pause(1500, 0.5)
             timeline.typing(typist, rng.randint(8, 60))
+    else:
+        # One to six repetitions (10 to 60 characters) an answer, the answers consecutive.
+        lengths = [rng.randint(1, 6) for _ in range(answers)]
+        repetitions = subject.consecutive(sum(lengths), rng)
+        first = repetitions[0]
+        typed = f"cmu-keystroke:{subject.name}/session{first.session}/rep{first.rep}-{repetitions[-1].rep}"
+        for length in lengths:
+            chunk, repetitions = repetitions[:length], repetitions[length:]
+            if chunk:
+                timeline.pause(1500, 0.5)
+                timeline.cmu_typing(chunk, subject)
     if rng.random() < 0.7:
         timeline.pause(1000, 0.5)
         timeline.scrolling()
@@ -237,9 +676,38 @@ def finish(timeline: Timeline, with_typing: bool) -> None:
     timeline.pause(800, 0.5)
     timeline.push("visibility", timeline.t, {"state": "hidden"})
     timeline.push("pagehide", timeline.t + 2, {})
+    return typed
+
+
+def base_session(source: str, device: str, cluster: str, split: str, width: int, height: int,
+                 strokes: list[list], subject: CmuSubject | None) -> BaseSession | None:
+    """Lays the recorded strokes out on the session clock after think pauses, then the rest of
+    the session; all drawn from the base session's own seed."""
+    rng = random.Random(reference_for(source))
+    timeline = Timeline(rng)
+    rows: list = []
+    for stroke in strokes:
+        if not stroke:
+            continue
+        timeline.pause(1500 if not rows else 1200, 0.5)
+        start, first = timeline.t, stroke[0][0]
+        rows += [(start + t - first, kind, x, y) for t, kind, x, y in stroke]
+        timeline.t = max(row[0] for row in rows) + 1
+    if len(thinned(rows)) < 5:
+        return None
+    for _, kind, _, _ in rows:  # the synthetic scrolling goes on from the recorded wheel
+        if kind in (WHEEL_UP, WHEEL_DOWN):
+            timeline.scroll_y = max(0, timeline.scroll_y + (100 if kind == WHEEL_DOWN else -100))
+    typed = finish(timeline, subject)
+    left_at = max(e["t"] for e in timeline.events if e["type"] == "visibility")
+    return BaseSession(source, device, cluster, split, width, height, rows, timeline.events, left_at,
+                       "synthetic" if subject is None else "cmu", typed)
 
 
 # ---- DELBOT-Mouse ----------------------------------------------------------------------------
+
+DELBOT_KINDS = {"Move": MOVE, "MoveTouch": MOVE, "Pressed": PRESS, "PressedTouch": PRESS,
+                "Released": RELEASE, "ReleasedTouch": RELEASE}
 
 
 def read_delbot_stroke(path: Path):
@@ -259,8 +727,8 @@ def read_delbot_stroke(path: Path):
     return width, height, rows
 
 
-def delbot_sessions(root: Path) -> list[HumanSession]:
-    sessions = []
+def delbot_bases(root: Path, subjects: dict[str, CmuSubject]) -> list[BaseSession]:
+    groups = []
     for folder, device in DELBOT_DEVICES.items():
         files = sorted((root / folder).glob("*.txt"))
         by_split: dict[str, list[Path]] = {"train": [], "holdout": []}
@@ -272,82 +740,33 @@ def delbot_sessions(root: Path) -> list[HumanSession]:
             for start in range(0, len(paths), step):
                 group = paths[start:start + step]
                 source = "delbot-mouse:" + "+".join(f"{folder}/{p.name}" for p in group)
-                sessions.append(delbot_session(source, device, folder, split, group))
-    return sessions
+                groups.append((source, device, folder, split, group))
+    typing = choose_typing([(s, "delbot/" + folder, split) for s, _, folder, split, _ in groups], subjects)
+    bases = []
+    for source, device, folder, split, group in groups:
+        width, height, strokes = 1920, 1080, []
+        for path in group:
+            width, height, rows = read_delbot_stroke(path)
+            strokes.append([(t, DELBOT_KINDS[kind], x, y) for t, kind, x, y in rows if kind in DELBOT_KINDS])
+        base = base_session(source, device, "delbot/" + folder, split, width, height, strokes, typing[source])
+        if base is not None:
+            bases.append(base)
+    return bases
 
 
-def delbot_session(source: str, device: str, folder: str, split: str, paths: list[Path]) -> HumanSession:
-    reference = reference_for(source)
-    rng = random.Random(reference)
-    timeline = Timeline(rng)
-    touch = device == "phone-touch"
-    pointer = "touch" if touch else "mouse"
-    width, height = 1920, 1080
-    for path in paths:
-        width, height, rows = read_delbot_stroke(path)
-        if not rows:
-            continue
-        timeline.pause(1500 if timeline.t == 0 else 1200, 0.5)
-        base, first = timeline.t, rows[0][0]
-        for stamp, kind, x, y in rows:
-            t = base + (stamp - first)
-            if kind in ("Move", "MoveTouch"):
-                if touch:
-                    timeline.touch_move(t, x, y)
-                else:
-                    timeline.pointer_move(t, x, y, pointer)
-            elif kind in ("Pressed", "PressedTouch"):
-                timeline.press("pointerdown", t, x, y, pointer, 0, "other")
-                if touch:
-                    timeline.push("touchstart", t, {"x": round(x), "y": round(y), "force": 1, "radius": 12, "trusted": True})
-            elif kind in ("Released", "ReleasedTouch"):
-                timeline.press("pointerup", t, x, y, pointer, 0, "other")
-                if touch:
-                    timeline.push("touchend", t, {"x": round(x), "y": round(y), "force": 0, "radius": 12, "trusted": True})
-                else:
-                    # A mouse press and release on the same element is a click.
-                    timeline.press("click", t + 1, x, y, pointer, 0, "other")
-    finish(timeline, with_typing=True)
-    session = HumanSession(reference, source, device, "delbot/" + folder, split)
-    session.events = [{"type": "session", "t": 0.0, "data": session_event(reference, device, width, height)}]
-    session.events += timeline.events
-    return session
+def delbot_sessions(root: Path, subjects: dict[str, CmuSubject] | None = None,
+                    variants=VARIANTS) -> list[HumanSession]:
+    return [variant_session(base, v) for base in delbot_bases(root, subjects or {}) for v in variants]
 
 
 # ---- Balabit Mouse Dynamics ------------------------------------------------------------------
 
 
-def balabit_sessions(archive: Path, unpack_to: Path) -> list[HumanSession]:
-    folder = unpack_to / "test_files"
-    if not folder.is_dir():
-        unpack_to.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(archive) as tar:
-            tar.extractall(unpack_to, filter="data")
-    sessions = []
-    for user_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
-        by_split: dict[str, list[Path]] = {"train": [], "holdout": []}
-        for path in sorted(user_dir.iterdir()):
-            relative = f"test_files/{user_dir.name}/{path.name}"
-            holdout = user_dir.name in BALABIT_HOLDOUT_USERS or is_holdout(relative)
-            by_split["holdout" if holdout else "train"].append(path)
-        for split, paths in by_split.items():
-            # A fixed, seeded choice of sessions per user and split.
-            chosen = sorted(random.Random(f"{user_dir.name}/{split}").sample(paths, min(len(paths), BALABIT_SESSIONS_PER_USER)))
-            for path in chosen:
-                session = balabit_session(path, user_dir.name, split)
-                if session is not None:
-                    sessions.append(session)
-    return sessions
-
-
-def balabit_session(path: Path, user: str, split: str) -> HumanSession | None:
-    source = f"balabit:test_files/{user}/{path.name}"
-    reference = reference_for(source)
-    rng = random.Random(reference)
-    timeline = Timeline(rng)
-    timeline.pause(1500, 0.5)
-    base = timeline.t
-    max_x, max_y = 0, 0
+def read_balabit(path: Path) -> tuple[list, int, int]:
+    """Rows of the first 600 s (record timestamps: when the monitor saw the RDP packet, so moves
+    of one packet share a time) and the screen size they fit."""
+    rows = []
+    max_x, max_y = 0.0, 0.0
     for line in path.read_text().split("\n")[1:]:
         parts = line.strip().split(",")
         if len(parts) != 6:
@@ -359,36 +778,69 @@ def balabit_session(path: Path, user: str, split: str) -> HumanSession | None:
         if stamp > BALABIT_MAX_SECONDS:
             break
         button, state = parts[2], parts[3]
-        t = base + stamp * 1000
-        max_x, max_y = max(max_x, x), max(max_y, y)
+        right = button == "Right"
         if state in ("Move", "Drag"):
-            timeline.pointer_move(t, x, y, "mouse")
+            kind = MOVE
         elif state == "Pressed":
-            timeline.press("pointerdown", t, x, y, "mouse", 2 if button == "Right" else 0, "other")
+            kind = PRESS_RIGHT if right else PRESS
         elif state == "Released":
-            code = 2 if button == "Right" else 0
-            timeline.press("pointerup", t, x, y, "mouse", code, "other")
-            if code == 0:
-                timeline.press("click", t + 1, x, y, "mouse", 0, "other")
+            kind = RELEASE_RIGHT if right else RELEASE
         elif button == "Scroll" and state in ("Up", "Down"):
-            dy = 100 if state == "Down" else -100
-            timeline.push("wheel", t, {"dx": 0, "dy": dy, "deltaMode": 0, "trusted": True})
-            timeline.scroll_y = max(0, timeline.scroll_y + dy)
-            timeline.push("scroll", t + 8, {"x": 0, "y": timeline.scroll_y})
-    if len(timeline.events) < 5:
-        return None
-    finish(timeline, with_typing=True)
+            kind = WHEEL_DOWN if state == "Down" else WHEEL_UP
+        else:
+            continue
+        rows.append((stamp * 1000, kind, x, y))
+        max_x, max_y = max(max_x, x), max(max_y, y)
     width, height = (1920, 1200) if max_x > 1680 or max_y > 1050 else (1680, 1050)
-    session = HumanSession(reference, source, "desktop-rdp", "balabit/" + user, split)
-    session.events = [{"type": "session", "t": 0.0, "data": session_event(reference, "desktop-rdp", width, height)}]
-    session.events += timeline.events
-    return session
+    return rows, width, height
 
 
-def all_sessions(datasets: Path, work: Path) -> list[HumanSession]:
-    sessions = delbot_sessions(datasets / "delbot-mouse")
-    sessions += balabit_sessions(datasets / "balabit-mouse-dynamics" / "test_files.tar.gz", work / "balabit")
-    return sessions
+def balabit_bases(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject]) -> list[BaseSession]:
+    folder = unpack_to / "test_files"
+    if not folder.is_dir():
+        unpack_to.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(unpack_to, filter="data")
+    chosen = []
+    for user_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        by_split: dict[str, list[Path]] = {"train": [], "holdout": []}
+        for path in sorted(user_dir.iterdir()):
+            relative = f"test_files/{user_dir.name}/{path.name}"
+            holdout = user_dir.name in BALABIT_HOLDOUT_USERS or is_holdout(relative)
+            by_split["holdout" if holdout else "train"].append(path)
+        for split, paths in by_split.items():
+            # A fixed, seeded choice of sessions per user and split.
+            sample = random.Random(f"{user_dir.name}/{split}").sample(paths, min(len(paths), BALABIT_SESSIONS_PER_USER))
+            for path in sorted(sample):
+                chosen.append((f"balabit:test_files/{user_dir.name}/{path.name}", user_dir.name, split, path))
+    typing = choose_typing([(source, "balabit/" + user, split) for source, user, split, _ in chosen], subjects)
+    bases = []
+    for source, user, split, path in chosen:
+        rows, width, height = read_balabit(path)
+        base = base_session(source, "desktop-rdp", "balabit/" + user, split, width, height, [rows], typing[source])
+        if base is not None:
+            bases.append(base)
+    return bases
+
+
+def balabit_sessions(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject] | None = None,
+                     variants=VARIANTS) -> list[HumanSession]:
+    return [variant_session(base, v) for base in balabit_bases(archive, unpack_to, subjects or {}) for v in variants]
+
+
+def all_bases(datasets: Path, work: Path) -> list[BaseSession]:
+    subjects = load_cmu(datasets / "cmu-keystroke" / "keystrokes.csv")
+    bases = delbot_bases(datasets / "delbot-mouse", subjects)
+    bases += balabit_bases(datasets / "balabit-mouse-dynamics" / "test_files.tar.gz", work / "balabit", subjects)
+    return bases
+
+
+def all_sessions(datasets: Path, work: Path, variants=VARIANTS) -> list[HumanSession]:
+    """Every base session in every variant asked for (events are converted when read)."""
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        raise ValueError(f"unknown variants: {', '.join(sorted(unknown))}")
+    return [variant_session(base, v) for base in all_bases(datasets, work) for v in variants]
 
 
 def batches(session: HumanSession, start_ms: int, max_events: int = 200) -> list[bytes]:
@@ -404,15 +856,43 @@ def batches(session: HumanSession, start_ms: int, max_events: int = 200) -> list
     return bodies
 
 
-def replay_strokes(datasets: Path, limit: int = 400) -> list[list[list[float]]]:
-    """Human TRAIN mouse strokes for the replay bot: [[t, x, y], ...] per stroke."""
+def replay_strokes(datasets: Path, work: Path, limit: int = 2000) -> list[list[list[float]]]:
+    """Human aimed movements for the replay bot, [[t, x, y], ...] each: from Balabit TRAIN
+    sessions (never a HOLDOUT user or file), the moves with no button held that end in a press,
+    from the last pause over 300 ms (or the last press) up to that press. These are the real
+    pointing movements a fraudster with recorded mouse data would replay (the DELBOT strokes are
+    drags of a drawing task, not aimed movements)."""
+    archive = datasets / "balabit-mouse-dynamics" / "test_files.tar.gz"
+    unpack_to = work / "balabit"
+    folder = unpack_to / "test_files"
+    if not folder.is_dir():
+        unpack_to.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(unpack_to, filter="data")
     strokes = []
-    for folder in ("circles_human_pc1", "circles_human_pc2", "circles_human_pc2_pad"):
-        for path in sorted((datasets / "delbot-mouse" / folder).glob("*.txt")):
-            if is_holdout(f"{folder}/{path.name}"):
+    for user_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        if user_dir.name in BALABIT_HOLDOUT_USERS:
+            continue
+        for path in sorted(user_dir.iterdir()):
+            if is_holdout(f"test_files/{user_dir.name}/{path.name}"):
                 continue
-            _, _, rows = read_delbot_stroke(path)
-            stroke = [[t, x, y] for t, kind, x, y in rows if kind == "Move"]
-            if len(stroke) >= 5:
-                strokes.append(stroke)
+            rows, _, _ = read_balabit(path)
+            current: list[list[float]] = []
+            held = False
+            for t, kind, x, y in rows:
+                if kind == MOVE and not held:
+                    if current and t - current[-1][0] > 300:
+                        current = []
+                    current.append([t, x, y])
+                elif kind in (PRESS, PRESS_RIGHT):
+                    held = True
+                    if len(current) >= 5 and current[-1][0] - current[0][0] <= 3000 and \
+                            math.hypot(current[-1][1] - current[0][1], current[-1][2] - current[0][2]) >= 40:
+                        strokes.append(current)
+                    current = []
+                elif kind in (RELEASE, RELEASE_RIGHT):
+                    held = False
+                    current = []
+    # A seeded sample across users, so no single user's style dominates.
+    random.Random("replay-strokes").shuffle(strokes)
     return strokes[:limit]

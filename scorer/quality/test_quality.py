@@ -1,6 +1,8 @@
 """Unit tests of the scoring-quality harness (run by .ci/run):
 python3 -m unittest discover -s scorer/quality"""
 
+import csv
+import hashlib
 import json
 import math
 import random
@@ -41,10 +43,11 @@ class SplitTest(unittest.TestCase):
 
 class ConversionTest(unittest.TestCase):
     def test_pointer_moves_are_thinned_to_one_per_16_ms_like_the_embed(self):
-        timeline = humans.Timeline(random.Random(1))
-        for t in range(0, 200, 4):
-            timeline.pointer_move(float(t), t, t, "mouse")
-        times = [e["t"] for e in timeline.events]
+        rows = [(float(t), humans.MOVE, t, t) for t in range(0, 200, 4)]
+        rows.insert(5, (19.0, humans.PRESS, 19, 19))  # presses are never thinned
+        kept = humans.thinned(rows)
+        self.assertIn((19.0, humans.PRESS, 19, 19), kept)
+        times = [row[0] for row in kept if row[1] == humans.MOVE]
         self.assertTrue(all(b - a >= 16 for a, b in zip(times, times[1:])))
         self.assertEqual(len(times), 13)
 
@@ -72,6 +75,270 @@ class ConversionTest(unittest.TestCase):
         self.assertEqual(len(stamps), 450)
         self.assertEqual(stamps, sorted(stamps))
         self.assertTrue(all(len(body["events"]) <= 200 for body in bodies))
+
+
+CMU_COLUMNS = ["subject", "sessionIndex", "rep"] + [
+    column for first, second in zip(humans.CMU_KEYS, humans.CMU_KEYS[1:])
+    for column in (f"H.{first}", f"DD.{first}.{second}", f"UD.{first}.{second}")] + ["H.Return"]
+
+
+def write_cmu(path: Path, subjects: list[str], repetitions: int = 20, seed: int = 1) -> None:
+    """A small file in the CMU layout: seconds, DD = H + UD."""
+    rng = random.Random(seed)
+    lines = [",".join(CMU_COLUMNS)]
+    for subject in subjects:
+        for rep in range(1, repetitions + 1):
+            values = {"subject": subject, "sessionIndex": "1", "rep": str(rep)}
+            for first, second in zip(humans.CMU_KEYS, humans.CMU_KEYS[1:]):
+                hold = rng.uniform(0.05, 0.15)
+                # After five, the capital's press always comes 100 ms or more after its release.
+                up_down = rng.uniform(0.1, 0.5) if first == "five" else rng.uniform(-0.03, 0.3)
+                values[f"H.{first}"] = f"{hold:.4f}"
+                values[f"UD.{first}.{second}"] = f"{up_down:.4f}"
+                values[f"DD.{first}.{second}"] = f"{hold + up_down:.4f}"
+            values["H.Return"] = f"{rng.uniform(0.05, 0.15):.4f}"
+            lines.append(",".join(values[column] for column in CMU_COLUMNS))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def cmu_subject_names(per_split: int = 2) -> list[str]:
+    names = {"train": [], "holdout": []}
+    for index in range(1, 200):
+        name = f"s{index:03d}"
+        if len(names[humans.cmu_split(name)]) < per_split:
+            names[humans.cmu_split(name)].append(name)
+    return names["train"] + names["holdout"]
+
+
+def write_delbot(root: Path, strokes_per_split: int = 9) -> None:
+    """Mouse strokes (a press, a circle of moves about every 15.7 ms, a release) in both splits."""
+    folder = root / "circles_human_pc1"
+    folder.mkdir(parents=True)
+    rng = random.Random(2)
+    counts = {"train": 0, "holdout": 0}
+    index = 0
+    while min(counts.values()) < strokes_per_split:
+        index += 1
+        name = f"circle_{index:05d}.txt"
+        split = "holdout" if humans.is_holdout(f"circles_human_pc1/{name}") else "train"
+        if counts[split] >= strokes_per_split:
+            continue
+        counts[split] += 1
+        t = 1000.0 * index + rng.uniform(0, 5)
+        rows = [f"{t:.3f},Pressed,500,300"]
+        for step in range(90):
+            t += rng.uniform(14.5, 17.0)
+            angle = 2 * math.pi * step / 90
+            rows.append(f"{t:.3f},Move,{400 + 100 * math.cos(angle):.1f},{300 + 100 * math.sin(angle):.1f}")
+        rows.append(f"{t + 8:.3f},Released,500,300")
+        (folder / name).write_text("resolution:1536,864\n" + "\n".join(rows) + "\n")
+
+
+POINTER_EVENTS = {"pointermove", "pointerdown", "pointerup", "click", "touchmove", "touchstart", "touchend"}
+
+
+class VariantTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        write_delbot(root / "delbot-mouse")
+        cls.subjects_file = root / "cmu-keystroke" / "keystrokes.csv"
+        cls.subjects_file.parent.mkdir()
+        write_cmu(cls.subjects_file, cmu_subject_names())
+        cls.subjects = humans.load_cmu(cls.subjects_file)
+        cls.bases = humans.delbot_bases(root / "delbot-mouse", cls.subjects)
+        cls.sessions = [humans.variant_session(b, v) for b in cls.bases for v in humans.VARIANTS]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def variants_of(self, base):
+        return {s.variant: s for s in self.sessions if s.base == base.id}
+
+    @staticmethod
+    def moves(events):
+        return [e for e in events if e["type"] == "pointermove"]
+
+    @staticmethod
+    def others(events):
+        return [(e["type"], e["t"], e["data"]) for e in events[1:] if e["type"] not in POINTER_EVENTS]
+
+    def test_every_variant_is_its_own_session_with_the_base_in_its_label(self):
+        self.assertEqual(len(self.sessions), len(self.bases) * len(humans.VARIANTS))
+        self.assertEqual(len({s.reference for s in self.sessions}), len(self.sessions))
+        for base in self.bases:
+            variants = self.variants_of(base)
+            self.assertEqual(set(variants), set(humans.VARIANTS))
+            for variant, session in variants.items():
+                label = session.label()
+                self.assertEqual((label["variant"], label["base"]), (variant, base.id))
+                self.assertEqual(label["reference"], humans.variant_reference(base.source, variant))
+                self.assertEqual(session.events[0]["data"]["sessionId"], session.reference)
+                self.assertIn(label["typing"], ("cmu", "synthetic", "none"))
+                self.assertEqual(label["source"], variants["embed"].label()["source"])
+
+    def test_variants_differ_only_in_the_pointer_conversion(self):
+        for base in self.bases:
+            variants = self.variants_of(base)
+            reference = self.others(variants["embed"].events)
+            self.assertTrue(any(kind == "keydown" for kind, _, _ in reference))
+            for variant in ("raw", "hz60", "hz120", "hz240", "rdp", "jitter", "scale"):
+                self.assertEqual(self.others(variants[variant].events), reference, variant)
+            # Presses and releases keep their place up to Date.now()'s whole milliseconds.
+            presses = [e["t"] for e in variants["embed"].events if e["type"] == "pointerdown"]
+            for variant in ("raw", "hz60", "rdp"):
+                mine = [e["t"] for e in variants[variant].events if e["type"] == "pointerdown"]
+                self.assertEqual(len(mine), len(presses))
+                for a, b in zip(mine, presses):
+                    self.assertLessEqual(abs(a - b), 1, variant)
+
+    def test_refresh_rate_variants_deliver_frames_that_the_embed_thins_to_16_or_17_ms(self):
+        for base in self.bases:
+            for variant in ("hz60", "hz120", "hz240"):
+                times = [e["t"] for e in self.moves(self.variants_of(base)[variant].events)]
+                self.assertTrue(all(t == int(t) for t in times), "Date.now(): whole ms")
+                gaps = [b - a for a, b in zip(times, times[1:]) if b - a < 300]
+                self.assertGreater(len(gaps), 100)
+                self.assertLessEqual(set(gaps), {16.0, 17.0}, variant)
+
+    def test_raw_keeps_every_recorded_move_in_whole_milliseconds(self):
+        base = self.bases[0]
+        moves = self.moves(self.variants_of(base)["raw"].events)
+        recorded = [row for row in base.rows if row[1] == humans.MOVE]
+        self.assertEqual(len(moves), len(recorded))
+        self.assertEqual([m["t"] for m in moves], [float(round(row[0])) for row in recorded])
+        self.assertLess(len(self.moves(self.variants_of(base)["embed"].events)), len(moves))
+
+    def test_remote_desktop_intervals_are_irregular(self):
+        gaps = []
+        for base in self.bases:
+            times = [e["t"] for e in self.moves(self.variants_of(base)["rdp"].events)]
+            gaps += [b - a for a, b in zip(times, times[1:]) if b - a < 300]
+        self.assertGreaterEqual(min(gaps), 16)
+        self.assertGreater(len(set(gaps)), 40)
+        self.assertGreater(statistics.pstdev(gaps) / statistics.fmean(gaps), 0.3)
+        self.assertTrue(35 <= statistics.median(gaps) <= 80, statistics.median(gaps))
+
+    def test_jitter_moves_timestamps_and_stalls_but_keeps_the_order(self):
+        changed = 0
+        for base in self.bases:
+            variants = self.variants_of(base)
+            times = [e["t"] for e in self.moves(variants["jitter"].events)]
+            self.assertEqual(times, sorted(times))
+            self.assertTrue(all(t == int(t) for t in times))
+            changed += times != [e["t"] for e in self.moves(variants["embed"].events)]
+        self.assertEqual(changed, len(self.bases))
+        stalled = humans.convert_jitter([(float(t), humans.MOVE, t, 0) for t in range(0, 600_000, 4)], random.Random(3))
+        # Moves every 4 ms for 10 minutes: a gap past the embed's 16 ms is a stall (one per 5 s).
+        gaps = [b[0] - a[0] for a, b in zip(stalled, stalled[1:])]
+        stalls = [gap for gap in gaps if gap > 40]
+        self.assertTrue(80 <= len(stalls) <= 170, len(stalls))
+        self.assertLessEqual(max(gaps), humans.STALL_MAX_MS + humans.MOVE_INTERVAL_MS + 2)
+
+    def test_scale_multiplies_coordinates_and_the_screen(self):
+        for base in self.bases:
+            variants = self.variants_of(base)
+            factor = humans.scale_factor(base)
+            self.assertIn(factor, humans.SCALE_FACTORS)
+            scaled, plain = self.moves(variants["scale"].events), self.moves(variants["embed"].events)
+            self.assertEqual([m["t"] for m in scaled], [m["t"] for m in plain])
+            recorded = {row[0]: row for row in base.rows if row[1] == humans.MOVE}
+            for move in scaled:
+                row = recorded[move["t"]]
+                self.assertEqual((move["data"]["x"], move["data"]["y"]), (round(row[2] * factor), round(row[3] * factor)))
+            screen, original = variants["scale"].events[0]["data"], variants["embed"].events[0]["data"]
+            self.assertEqual(screen["screenWidth"], round(original["screenWidth"] * factor))
+            self.assertEqual(screen["viewportHeight"], round(original["screenHeight"] * factor) - 130)
+            self.assertAlmostEqual(screen["devicePixelRatio"], original["devicePixelRatio"] / factor, places=3)
+
+    def test_cut_sessions_are_shorter_and_close_with_pagehide(self):
+        for base in self.bases:
+            variants = self.variants_of(base)
+            cut, full = variants["cut"].events, variants["embed"].events
+            at = humans.cut_time(base)
+            self.assertEqual((cut[-1]["type"], cut[-1]["t"]), ("pagehide", at + 2))
+            # Hidden before the page goes (unless a tab switch had hidden it already).
+            self.assertEqual([e["data"]["state"] for e in cut if e["type"] == "visibility"][-1], "hidden")
+            self.assertEqual(full[-1]["type"], "pagehide")
+            share = at / full[-2]["t"]
+            self.assertTrue(0.35 <= share <= 0.70, share)
+            self.assertLess(len(cut), len(full))
+            self.assertTrue(all(e["t"] < at for e in cut[:-2]))
+            kept = [o for o in self.others(cut) if o[1] < at]
+            self.assertEqual(kept, [o for o in self.others(full) if o[1] < at])
+            if not any(e["type"] == "keydown" for e in cut):
+                self.assertEqual(variants["cut"].typing, "none")
+
+    def test_both_typing_sources_and_cmu_subjects_of_the_sessions_split_only(self):
+        typing = {base.typing for base in self.bases}
+        self.assertEqual(typing, {"cmu", "synthetic"})
+        for base in self.bases:
+            variants = self.variants_of(base)
+            self.assertEqual({s.source for s in variants.values()}, {variants["embed"].source})
+            if base.typing == "cmu":
+                subject = base.typed.split(":")[1].split("/")[0]
+                self.assertEqual(humans.cmu_split(subject), base.split)
+                self.assertIn(subject, variants["embed"].label()["source"])
+                self.assertEqual(variants["embed"].label()["typing"], "cmu")
+                self.assertFalse(any(e["type"] == "paste" for e in base.others))
+
+    def test_cmu_typing_reproduces_the_recorded_holds_and_keydown_times(self):
+        subject = next(iter(self.subjects.values()))
+        repetitions = subject.runs[0][3:6]
+        timeline = humans.Timeline(random.Random(4))
+        timeline.t = 1000.0
+        timeline.cmu_typing(repetitions, subject)
+        events = sorted(timeline.events, key=lambda e: e["t"])
+        downs = [e for e in events if e["type"] == "keydown" and e["data"]["keyClass"] != "modifier"]
+        # Every key is pushed as its keydown and then its keyup.
+        pushed = timeline.events
+        holds = {id(e): pushed[i + 1]["t"] - e["t"] for i, e in enumerate(pushed) if e["type"] == "keydown"}
+        # Ten keys a repetition; the Return only at the end of the answer, as `enter`.
+        self.assertEqual(len(downs), 10 * 3 + 1)
+        self.assertEqual([d["data"]["keyClass"] for d in downs[:11]],
+                         ["char"] * 4 + ["digit"] + ["char"] * 5 + ["char"])
+        self.assertEqual(downs[-1]["data"]["keyClass"], "enter")
+        self.assertEqual(sum(d["data"]["keyClass"] == "enter" for d in downs), 1)
+        inputs = [e for e in events if e["type"] == "input"]
+        self.assertEqual(len(inputs), 30)
+        self.assertTrue(all(e["data"] == {"inputType": "insertText", "lengthDelta": 1, "field": 1} for e in inputs))
+        with open(self.subjects_file) as lines:
+            rows = {(r["subject"], int(r["rep"])): r for r in csv.DictReader(lines)}
+        for index, rep in enumerate(repetitions):
+            row = rows[(rep.subject, rep.rep)]
+            keys = humans.CMU_KEYS if index == 2 else humans.CMU_KEYS[:-1]
+            mine = downs[10 * index:10 * index + len(keys)]
+            for position, key in enumerate(keys):
+                down = mine[position]["t"]
+                self.assertAlmostEqual(holds[id(mine[position])], 1000 * float(row[f"H.{key}"]), places=6)
+                if position + 1 < len(keys):
+                    flight = mine[position + 1]["t"] - down
+                    self.assertAlmostEqual(flight, 1000 * float(row[f"DD.{key}.{keys[position + 1]}"]), places=6)
+            # Shift is held around the capital R, and released before the next key goes down.
+            capital, after = mine[5]["t"], mine[6]["t"]
+            shift_down = [e["t"] for e in events if e["type"] == "keydown" and e["data"]["keyClass"] == "modifier"][index]
+            shift_up = [e["t"] for e in events if e["type"] == "keyup" and e["data"]["keyClass"] == "modifier"][index]
+            self.assertTrue(mine[4]["t"] < shift_down < capital < shift_up < after)
+        # Through the embed's batches (whole ms), the times are kept up to rounding.
+        session = humans.HumanSession("r", "s", "pc-mouse", "c", "train")
+        session.events = timeline.events
+        sent = [e for body in humans.batches(session, 1_700_000_000_000) for e in json.loads(body)["events"]
+                if e["type"] == "keydown" and e["data"]["keyClass"] != "modifier"]
+        for a, b, mine_a, mine_b in zip(sent, sent[1:], downs, downs[1:]):
+            self.assertLessEqual(abs((b["timestamp"] - a["timestamp"]) - (mine_b["t"] - mine_a["t"])), 1)
+
+    def test_cmu_subjects_are_split_by_the_hash_of_their_name(self):
+        self.assertEqual(humans.cmu_split("s002"),
+                         "holdout" if hashlib.sha1(b"cmu-split/s002").hexdigest()[0] in "01234" else "train")
+        splits = {name: s.split for name, s in self.subjects.items()}
+        self.assertEqual(sorted(splits.values()), ["holdout", "holdout", "train", "train"])
+        for split in ("train", "holdout"):
+            chosen = humans.choose_typing([(f"x{i}", "c", split) for i in range(40)], self.subjects)
+            picked = [s for s in chosen.values() if s is not None]
+            self.assertEqual(len(picked), 20, "every second session")
+            self.assertTrue(all(s.split == split for s in picked))
 
 
 class ModelTest(unittest.TestCase):
