@@ -7,12 +7,14 @@
 same work directory (default `~/.cache/telltale-quality`).
 
 1. record: starts the real `telltale serve` (debug build) on a fresh data dir, provisions a TRAIN
-   and a HOLDOUT survey, sends the human sessions of `humans.py` through the collector and runs
+   and a HOLDOUT survey, sends the human sessions of `humans.py` (every recorded session in each
+   conversion variant; `--variants embed,rdp` sends fewer) through the collector and runs
    the bot generators of `bots.js` in headless Chromium against the demo survey (TRAIN seeds
    1..N, HOLDOUT seeds 100001..100000+N, so no holdout seed is ever trained on), then scores both
    surveys with the built-in model so their features are in the lake.
-2. train: reads the TRAIN survey's features from the lake (Parquet, DuckDB), fits the weights of
-   the explainable model's terms (`model.py`) and writes `scorer/models/telltale-v2.json`.
+2. train: reads the TRAIN survey's features from the lake (Parquet, DuckDB), fits gradient-boosted
+   trees with LightGBM beside the hand-set environment terms (`model.fit_gbdt`) and writes
+   `scorer/models/telltale-v3.json`.
 3. evaluate: restarts the server with that model file, scores the HOLDOUT survey with it (so the
    report's scores are the product's own), reads them from the lake and writes the report with
    its plots. `record` sends the HOLDOUT sessions to their own survey; `train` and `cv` never
@@ -42,9 +44,19 @@ sys.path.insert(0, str(HERE))
 import humans  # noqa: E402
 
 DATASETS = Path(os.environ.get("TELLTALE_DATASETS", REPO.parent / "shared" / "datasets"))
-GENERATORS = ["naive", "stealth", "humanized", "replay", "agent"]
+# Each generator of bots.js and its family (report.FAMILIES): leave-one-family-out leaves out
+# every generator of a family at once, so a second Bezier humanizer cannot stand in for the first.
+GENERATORS = {
+    "naive": "naive", "stealth": "stealth", "agent": "agent",
+    "humanized": "bezier", "ghost-cursor": "bezier",
+    "windmouse": "wind", "perlin": "noise", "minjerk": "submovement", "replay": "replay",
+}
+FAST_GENERATORS = ("naive", "stealth")
 HOLDOUT_SEED_BASE = 100_000
-MODEL_PATH = REPO / "scorer" / "models" / "telltale-v2.json"
+MODEL_VERSION = "telltale-v3"
+MODEL_PATH = REPO / "scorer" / "models" / f"{MODEL_VERSION}.json"
+# The previous model, kept as the report's baseline row.
+BASELINE_PATH = REPO / "scorer" / "models" / "telltale-v2.json"
 
 
 def log(message: str) -> None:
@@ -123,14 +135,16 @@ class Server:
         return run["id"]
 
 
-def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int) -> None:
+def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int,
+           variants: tuple[str, ...] = humans.VARIANTS) -> None:
     if (work / "data").exists():
         raise SystemExit(f"{work}/data exists: record into a fresh work directory")
     work.mkdir(parents=True, exist_ok=True)
     subprocess.run(["npm", "ci", "--prefix", str(HERE), "--silent", "--no-audit", "--no-fund"], check=True)
     (work / "recorded-with.txt").write_text(
         f"python3 scorer/quality/pipeline.py record --bots {bots_per_generator} "
-        f"--fast-bots {fast_bots} --concurrency {concurrency}")
+        f"--fast-bots {fast_bots} --concurrency {concurrency}"
+        + ("" if tuple(variants) == humans.VARIANTS else f" --variants {','.join(variants)}"))
     server = Server(work)
     try:
         surveys = {}
@@ -140,8 +154,10 @@ def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int
         (work / "surveys.json").write_text(json.dumps(surveys, indent=2))
         labels = []
 
-        sessions = humans.all_sessions(DATASETS, work)
-        log(f"sending {len(sessions)} human sessions")
+        sessions = humans.all_sessions(DATASETS, work, variants)
+        bases = len({session.base for session in sessions})
+        log(f"sending {len(sessions)} human sessions ({bases} recorded sessions in the variants "
+            f"{', '.join(variants)})")
         start_ms = int(time.time() * 1000) - 6 * 3600 * 1000
 
         def send(session):
@@ -154,12 +170,12 @@ def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int
             labels += list(pool.map(send, sessions))
 
         strokes = work / "replay-strokes.json"
-        strokes.write_text(json.dumps(humans.replay_strokes(DATASETS)))
+        strokes.write_text(json.dumps(humans.replay_strokes(DATASETS, work)))
         for split in ("train", "holdout"):
             base = 0 if split == "train" else HOLDOUT_SEED_BASE
             for generator in GENERATORS:
                 # The scripted generators take seconds a session, the paced ones tens of seconds.
-                count = fast_bots if generator in ("naive", "stealth") else bots_per_generator
+                count = fast_bots if generator in FAST_GENERATORS else bots_per_generator
                 log(f"{generator} bots, {split}: seeds {base + 1}-{base + count}")
                 output = subprocess.run(
                     ["node", str(HERE / "bots.js"), "--base", server.base,
@@ -173,7 +189,7 @@ def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int
                         log(f"  {generator} seed {result['seed']} failed: {result['error']}")
                         continue
                     labels.append({"reference": result["reference"], "class": "bot",
-                                   "generator": generator, "seed": result["seed"],
+                                   "generator": generator, "family": GENERATORS[generator], "seed": result["seed"],
                                    "device": "headless-chromium", "cluster": f"{generator}/{result['seed']}",
                                    "split": split, "source": "scorer/quality/bots.js"})
         with open(work / "labels.jsonl", "w") as out:
@@ -216,7 +232,7 @@ def train(work: Path) -> None:
     rows = lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"])
     samples = [(labels[row["reference"]], row) for row in rows if row["reference"] in labels]
     log(f"training on {len(samples)} TRAIN sessions")
-    model = fit.fit_model(samples, version="telltale-v2")
+    model, _ = fit.fit_gbdt(samples, version=MODEL_VERSION)
     MODEL_PATH.write_text(json.dumps(model, indent=2) + "\n")
     log(f"wrote {MODEL_PATH.relative_to(REPO)}")
 
@@ -241,17 +257,18 @@ def cross_validate(work: Path, folds: int = 3) -> None:
 
     scores: dict[str, list[float]] = {}
     for k in range(folds):
-        model = fit.fit_model([s for s in samples if fold(s[0]) != k], version="cv")
+        model, _ = fit.fit_gbdt([s for s in samples if fold(s[0]) != k], version="cv")
         for label, row in samples:
             if fold(label) == k:
-                scores.setdefault(label["generator"], []).append(fit.score(model, row))
+                kind = "human" if label["class"] == "human" else report.family_of(label)
+                scores.setdefault(kind, []).append(fit.score(model, row))
     humans = np.array(scores["human"])
     print(f"TRAIN {folds}-fold: humans automation-like {np.mean(humans < 30):.3f}, "
           f"human-like {np.mean(humans >= 70):.3f} (n={len(humans)})")
-    for generator in GENERATORS:
-        bots = np.array(scores.get(generator, []))
+    for family in report.FAMILIES:
+        bots = np.array(scores.get(family, []))
         if len(bots):
-            print(f"  {generator}: AUC {report.auc(bots, humans):.3f}, automation-like "
+            print(f"  {family}: AUC {report.auc(bots, humans):.3f}, automation-like "
                   f"{np.mean(bots < 30):.3f}, human-like {np.mean(bots >= 70):.3f} (n={len(bots)})")
 
 
@@ -270,8 +287,9 @@ def evaluate(work: Path, command: str) -> None:
     features = lake_rows(work, "features", surveys["holdout"]["surveyId"], run)
     train_features = lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"])
     report.write(labels, scores, features, train_features,
-                 json.loads(MODEL_PATH.read_text()), REPO / "docs", command,
-                 (work / "recorded-with.txt").read_text().strip())
+                 json.loads(MODEL_PATH.read_text()), json.loads(BASELINE_PATH.read_text()),
+                 REPO / "docs", command, (work / "recorded-with.txt").read_text().strip(),
+                 str(MODEL_PATH.relative_to(REPO)))
 
 
 def ensure_python_packages() -> None:
@@ -291,20 +309,32 @@ def ensure_python_packages() -> None:
         subprocess.run(command + ["--break-system-packages"], check=True)
 
 
+def variant_list(text: str) -> tuple[str, ...]:
+    variants = tuple(v.strip() for v in text.split(",") if v.strip())
+    unknown = [v for v in variants if v not in humans.VARIANTS]
+    if unknown or not variants:
+        raise argparse.ArgumentTypeError(
+            f"unknown variant(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(humans.VARIANTS)}")
+    return variants
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=["all", "record", "train", "evaluate", "cv"])
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "telltale-quality")
     parser.add_argument("--bots", type=int, default=40,
-                        help="sessions per split of each paced generator (humanized, replay, agent)")
+                        help="sessions per split of each paced generator (every one but naive and stealth)")
     parser.add_argument("--fast-bots", type=int, default=100,
                         help="sessions per split of each scripted generator (naive, stealth)")
     parser.add_argument("--concurrency", type=int, default=4, help="browser sessions at once")
+    parser.add_argument("--variants", type=variant_list, default=humans.VARIANTS,
+                        help="conversion variants of every human session, comma-separated "
+                             f"(default: all of {','.join(humans.VARIANTS)})")
     args = parser.parse_args()
     ensure_python_packages()
     command = "python3 scorer/quality/pipeline.py " + " ".join(sys.argv[1:])
     if args.step in ("all", "record"):
-        record(args.work, args.bots, args.fast_bots, args.concurrency)
+        record(args.work, args.bots, args.fast_bots, args.concurrency, args.variants)
     if args.step in ("all", "train"):
         train(args.work)
     if args.step == "cv":
