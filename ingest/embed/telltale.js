@@ -5,13 +5,18 @@
   "use strict";
   if (global.Telltale && global.Telltale.version) return;
 
-  var VERSION = "1.1.0";
+  var VERSION = "1.2.0";
   var MOVE_INTERVAL_MS = 16;      // coalesce pointer and touch moves to one per frame
   var FLUSH_INTERVAL_MS = 2000;   // send at least this often while events arrive
   var MAX_BATCH_EVENTS = 200;     // well under the collector's 1000 events per batch
   var MAX_BATCH_BYTES = 60000;    // under sendBeacon's 64 KiB budget and the 1 MiB body limit
-  var MAX_FAILURES = 5;           // consecutive failures before the embed stops for good
-  var MAX_QUEUE = 5000;           // events kept while the collector is unreachable
+  // What the embed keeps for a collector that refuses or does not answer: it retries with
+  // back-off for as long as events are younger than MAX_EVENT_AGE_MS and the queue is under
+  // MAX_QUEUE_BYTES; past either bound the oldest go, and the next batch reports how many.
+  var MAX_QUEUE_BYTES = 1048576;
+  var MAX_EVENT_AGE_MS = 30 * 60 * 1000;
+  var MIN_BACKOFF_MS = 1000;
+  var MAX_BACKOFF_MS = 60000;
 
   var state = null;
 
@@ -77,29 +82,70 @@
 
   function push(type, data) {
     if (!state || state.stopped) return;
-    if (state.queue.length >= MAX_QUEUE) state.queue.shift();
-    state.queue.push({ type: type, timestamp: now(), data: data || {} });
+    var text = JSON.stringify({ type: type, timestamp: now(), data: data || {} });
+    state.queue.push({ text: text, at: now() });
+    state.queueBytes += text.length;
+    state.produced += 1;
+    // Past the queue's byte bound the oldest events go: the bound on what waits for a collector
+    // that does not answer.
+    while (state.queueBytes > MAX_QUEUE_BYTES && state.queue.length > 1) drop(1);
     if (state.queue.length >= MAX_BATCH_EVENTS) flush(false);
-    else if (!state.timer) state.timer = setTimeout(function () { guarded(flush)(false); }, FLUSH_INTERVAL_MS);
+    else schedule(FLUSH_INTERVAL_MS);
   }
 
+  function drop(count) {
+    for (var i = 0; i < count && state.queue.length; i++) {
+      state.queueBytes -= state.queue.shift().text.length;
+      state.dropped += 1;
+    }
+  }
+
+  function schedule(delay) {
+    if (!state.timer) state.timer = setTimeout(function () { state.timer = null; guarded(flush)(false); }, Math.max(0, delay));
+  }
+
+  // The next batch, taken off the queue (put back in order if it is not delivered). Events
+  // that waited past MAX_EVENT_AGE_MS are dropped first; the count of everything dropped so far
+  // rides at the head of the batch as a `dropped` event.
   function takeBatch() {
-    var events = [];
-    var bytes = 12;
-    while (state.queue.length && events.length < MAX_BATCH_EVENTS) {
-      var text = JSON.stringify(state.queue[0]);
-      if (events.length && bytes + text.length + 1 > MAX_BATCH_BYTES) break;
-      events.push(text);
-      bytes += text.length + 1;
+    var old = 0;
+    while (old < state.queue.length && now() - state.queue[old].at > MAX_EVENT_AGE_MS) old++;
+    drop(old);
+    var items = [];
+    var texts = [];
+    var reported = state.dropped;
+    if (reported) texts.push(JSON.stringify({ type: "dropped", timestamp: now(), data: { events: reported } }));
+    var bytes = 12 + (reported ? texts[0].length + 1 : 0);
+    while (state.queue.length && items.length < MAX_BATCH_EVENTS) {
+      var item = state.queue[0];
+      if (items.length && bytes + item.text.length + 1 > MAX_BATCH_BYTES) break;
+      items.push(item);
+      texts.push(item.text);
+      bytes += item.text.length + 1;
+      state.queueBytes -= item.text.length;
       state.queue.shift();
     }
-    return '{"events":[' + events.join(",") + "]}";
+    return { items: items, reported: reported, body: '{"events":[' + texts.join(",") + "]}" };
+  }
+
+  function delivered(batch) {
+    state.dropped -= batch.reported;
+    state.accepted += batch.items.length;
+  }
+
+  // A batch that may still be delivered goes back to the head of the queue, in order.
+  function requeue(batch) {
+    for (var i = batch.items.length - 1; i >= 0; i--) {
+      state.queue.unshift(batch.items[i]);
+      state.queueBytes += batch.items[i].text.length;
+    }
   }
 
   function stop() {
     if (!state) return;
     state.stopped = true;
     state.queue = [];
+    state.queueBytes = 0;
     if (state.timer) clearTimeout(state.timer);
     for (var i = 0; i < state.listeners.length; i++) {
       var l = state.listeners[i];
@@ -112,53 +158,84 @@
     if (!state || state.stopped) return;
     if (state.timer) { clearTimeout(state.timer); state.timer = null; }
     if (!state.queue.length) return;
-    if (state.inFlight && !unloading) {
-      state.timer = setTimeout(function () { guarded(flush)(false); }, FLUSH_INTERVAL_MS);
-      return;
-    }
-    if (!unloading && now() < state.retryAt) {
-      state.timer = setTimeout(function () { guarded(flush)(false); }, state.retryAt - now());
-      return;
-    }
-    var body = takeBatch();
-    if (unloading && navigator.sendBeacon) {
-      try {
-        // A string body goes out as text/plain;charset=UTF-8: no CORS preflight.
-        navigator.sendBeacon(state.url, body);
-      } catch (e) { /* nothing more can be done while the page goes away */ }
-      if (state.queue.length) flush(true);
-      return;
-    }
+    if (unloading) { beacon(); return; }
+    // One request at a time keeps batches in order; the answer schedules the next.
+    if (state.inFlight) return;
+    if (now() < state.retryAt) { schedule(state.retryAt - now()); return; }
     if (typeof fetch !== "function") return;
-    state.inFlight = true;
+    var batch = takeBatch();
+    state.inFlight = batch;
     fetch(state.url, {
       method: "POST",
-      body: body,
+      body: batch.body,
       headers: { "Content-Type": "text/plain" },
-      keepalive: body.length < 60000,
+      keepalive: batch.body.length < 60000,
       credentials: "omit",
       mode: "cors"
     }).then(function (response) {
-      state.inFlight = false;
-      if (response.status === 202) {
+      state.inFlight = null;
+      var status = response.status;
+      if (status === 202) {
         // The session was deleted: stop collecting for it.
         return response.json().then(function (result) {
           if (result && result.deleted) stop();
         }, function () { /* ignore */ });
       }
-      if (response.ok) { state.failures = 0; state.retryAt = 0; }
-      else failed();
+      if (response.ok) {
+        delivered(batch);
+        state.failures = 0;
+        state.retryAt = 0;
+        if (state.queue.length >= MAX_BATCH_EVENTS) flush(false);
+        else if (state.queue.length) schedule(FLUSH_INTERVAL_MS);
+      } else if (status === 408 || status === 429 || status >= 500) {
+        requeue(batch);
+        backOff(retryAfterMs(response));
+      } else if (status === 403 || status === 404 || status === 410) {
+        stop(); // no such survey: nothing here can ever be delivered
+      } else {
+        // Refused for what it is (400, 413): sending it again cannot help.
+        state.dropped += batch.items.length;
+        if (state.queue.length) schedule(0);
+      }
     }, function () {
-      state.inFlight = false;
-      failed();
+      // Network error or CORS failure: the collector may not have seen it.
+      state.inFlight = null;
+      requeue(batch);
+      backOff(0);
     }).then(null, function () { /* never throw into the page */ });
   }
 
-  function failed() {
+  // The page is going away: what is still queued leaves by sendBeacon (fire and forget, so it
+  // counts as delivered). A batch in flight is not sent again: it may already have arrived, and
+  // the collector does not deduplicate.
+  function beacon() {
+    if (!navigator.sendBeacon) return;
+    while (state.queue.length) {
+      var batch = takeBatch();
+      var queued = false;
+      // A string body goes out as text/plain;charset=UTF-8: no CORS preflight.
+      try { queued = navigator.sendBeacon(state.url, batch.body); } catch (e) { queued = false; }
+      if (!queued) { requeue(batch); return; } // past the browser's keepalive budget
+      delivered(batch);
+    }
+  }
+
+  // Exponential back-off with jitter (half to all of 1 s doubled per consecutive failure, at
+  // most 60 s), never sooner than the collector's Retry-After.
+  function backOff(serverMs) {
     state.failures += 1;
-    if (state.failures >= MAX_FAILURES) { stop(); return; }
-    state.retryAt = now() + Math.min(30000, 1000 * Math.pow(2, state.failures));
-    if (!state.timer) state.timer = setTimeout(function () { guarded(flush)(false); }, state.retryAt - now());
+    var ceiling = Math.min(MAX_BACKOFF_MS, MIN_BACKOFF_MS * Math.pow(2, state.failures - 1));
+    var delay = Math.max(serverMs, ceiling * (0.5 + 0.5 * Math.random()));
+    state.retryAt = now() + delay;
+    schedule(delay);
+  }
+
+  // Retry-After as delay-seconds or an HTTP date, in ms (0 when absent), at most 10 minutes.
+  function retryAfterMs(response) {
+    var value = "";
+    try { value = String(response.headers.get("Retry-After") || ""); } catch (e) { return 0; }
+    var ms = /^\s*\d+\s*$/.test(value) ? 1000 * parseInt(value, 10) : Date.parse(value) - now();
+    return ms > 0 ? Math.min(ms, 600000) : 0;
   }
 
   // Every handler runs inside try/catch: a bug here must never surface in the page.
@@ -371,8 +448,8 @@
       if (!/^[0-9a-fA-F]{24}$/.test(trackingKey) || !IDENTIFIER.test(sessionId) || !base) return false;
       state = {
         url: base + "/" + trackingKey + "/" + encodeURIComponent(sessionId),
-        queue: [], listeners: [], timer: null, inFlight: false, failures: 0, retryAt: 0, stopped: false,
-        automationStack: false
+        queue: [], queueBytes: 0, listeners: [], timer: null, inFlight: null, failures: 0, retryAt: 0,
+        stopped: false, automationStack: false, produced: 0, accepted: 0, dropped: 0
       };
       sessionEvent({ sessionId: sessionId, interviewId: options.interviewId ? String(options.interviewId) : undefined });
       attach();
@@ -384,7 +461,17 @@
     }
   }
 
-  global.Telltale = { version: VERSION, start: start, stop: guarded(stop), flush: guarded(function () { flush(false); }) };
+  // Counts of this page's events: produced, accepted by the collector (sent by beacon counts as
+  // accepted), dropped past the bounds, and waiting in the queue. No event content.
+  function stats() {
+    if (!state) return null;
+    return { produced: state.produced, accepted: state.accepted, dropped: state.dropped, queued: state.queue.length };
+  }
+
+  global.Telltale = {
+    version: VERSION, start: start, stop: guarded(stop), stats: guarded(stats),
+    flush: guarded(function () { flush(false); })
+  };
 
   // <script src=".../telltale.js" data-tracking-key data-session-id data-interview-id data-collector-api-url>
   try {

@@ -26,6 +26,9 @@ pub fn routes() -> Router<AppState> {
         .allow_origin(Any)
         .allow_methods([Method::POST, Method::OPTIONS])
         .allow_headers([header::CONTENT_TYPE])
+        // The embed's back-off honours Retry-After on 429 and 503; a cross-origin script can
+        // read only the headers exposed to it.
+        .expose_headers([header::RETRY_AFTER])
         .max_age(std::time::Duration::from_secs(86_400));
     Router::new()
         // An explicit OPTIONS route: the router's 405 fallback would otherwise answer preflights

@@ -1,7 +1,9 @@
 // One survey session in real headless Chromium, for tests/it/browser.rs. Prints one JSON object.
 //
 // Environment: BASE (server URL), TRACKING_KEY, REFERENCE, SECRET_TYPED, SECRET_PASTED,
-// COLLECTOR ("up", "down": requests to the collector fail, "error": it answers 500).
+// COLLECTOR ("up", "down": requests to the collector fail, "error": it answers 500, "flaky": a
+// stand-in in front of the real collector refuses every third request, in turn with 503 and
+// Retry-After, 429 and Retry-After, and a connection reset, and forwards the rest).
 const http = require("http");
 const { chromium } = require("playwright-core");
 
@@ -17,6 +19,54 @@ function failingCollector(status) {
     response.end('{"error":"failing on purpose"}');
   });
   server.requests = 0;
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/**
+ * A stand-in in front of the real collector at `base`: every third fetch is refused (503 with
+ * Retry-After: 1, 429 with Retry-After: 1, or the connection reset, in turn) and never reaches
+ * the collector; the rest are forwarded and their answers passed back.
+ */
+function flakyCollector(base) {
+  const target = new URL(base);
+  const refusals = ["503", "429", "reset"];
+  const server = http.createServer((request, response) => {
+    const chunks = [];
+    request.on("data", (chunk) => chunks.push(chunk));
+    request.on("end", () => {
+      server.requests += 1;
+      // Beacons (no-cors) are fire and forget: a page being left cannot learn that one failed,
+      // so the stand-in refuses only the embed's fetches, which it can retry.
+      const beacon = request.headers["sec-fetch-mode"] === "no-cors";
+      if (request.method === "POST" && !beacon && server.requests % 3 === 0) {
+        const refusal = refusals[server.refused.length % refusals.length];
+        server.refused.push(refusal);
+        if (refusal === "reset") {
+          request.socket.destroy();
+          return;
+        }
+        response.writeHead(Number(refusal), {
+          "access-control-allow-origin": "*",
+          "access-control-expose-headers": "retry-after",
+          "retry-after": "1",
+          "content-type": "application/json",
+        });
+        response.end('{"error":"refused on purpose"}');
+        return;
+      }
+      const forward = http.request(
+        { host: target.hostname, port: target.port, path: request.url, method: request.method, headers: request.headers },
+        (answer) => {
+          response.writeHead(answer.statusCode, answer.headers);
+          answer.pipe(response);
+        },
+      );
+      forward.on("error", () => response.destroy());
+      forward.end(Buffer.concat(chunks));
+    });
+  });
+  server.requests = 0;
+  server.refused = [];
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
@@ -76,6 +126,10 @@ async function main() {
     failing = await failingCollector(500);
     collectorUrl = `http://127.0.0.1:${failing.address().port}/event`;
   }
+  if (collector === "flaky") {
+    failing = await flakyCollector(BASE);
+    collectorUrl = `http://127.0.0.1:${failing.address().port}/event`;
+  }
   let attempts = 0;
   context.on("request", (request) => {
     if (collectorUrl && request.url().startsWith(collectorUrl)) attempts += 1;
@@ -84,6 +138,13 @@ async function main() {
   const query = collectorUrl ? `&collector=${encodeURIComponent(collectorUrl)}` : "";
   await page.goto(`${BASE}/demo/${TRACKING_KEY}?response=${REFERENCE}${query}`);
   for (let i = 0; i < 40; i++) await page.mouse.move(120 + i * 9, 140 + i * 4, { steps: 2 });
+  if (collector === "flaky") {
+    // Several batches' worth of movement, so that refusals meet batches of every kind.
+    for (let i = 0; i < 600; i++) {
+      await page.mouse.move(200 + 150 * Math.cos(i / 20), 300 + 100 * Math.sin(i / 15), { steps: 1 });
+      if (i % 50 === 0) await page.waitForTimeout(300);
+    }
+  }
   await page.click("input[value=weekly]");
   await page.click("input[value=laptop]");
   await page.click("#next-1");
@@ -106,6 +167,16 @@ async function main() {
     colour: document.getElementById("colour").value,
   }));
   await page.waitForTimeout(collector === "up" ? 2500 : 6000);
+  // With a collector that answers in the end, the queue drains: every event the page produced
+  // was accepted before it is left (the embed's own counts, no event content).
+  let drained = null;
+  if (collector === "flaky") {
+    for (let i = 0; i < 60; i++) {
+      drained = await page.evaluate(() => window.Telltale.stats());
+      if (drained.queued === 0 && drained.accepted === drained.produced) break;
+      await page.waitForTimeout(500);
+    }
+  }
   // The last moments before leaving: under the embed's 2 s batching interval, so these events
   // can only arrive through the pagehide beacon.
   for (let i = 0; i < 10; i++) await page.mouse.move(300 + i * 5, 300, { steps: 1 });
@@ -121,6 +192,7 @@ async function main() {
     sent.push(batch);
     beaconTypes = beaconTypes.concat(batch.events.map((event) => event.type));
   }
+  const refused = failing && failing.refused ? failing.refused : [];
   if (failing) {
     attempts = Math.max(attempts, failing.requests);
     failing.close();
@@ -136,7 +208,10 @@ async function main() {
   for (const type of Object.keys(fields)) fields[type].sort();
   const environments = events.filter((event) => event.type === "environment").map((event) => event.data);
   console.log(
-    JSON.stringify({ sentEvents: events.length, fields, environments, pageErrors, finished, answers, attempts, beaconTypes }),
+    JSON.stringify({
+      sentEvents: events.length, fields, environments, pageErrors, finished, answers, attempts, beaconTypes,
+      drained, refused, beaconEvents: beaconTypes.length,
+    }),
   );
 }
 

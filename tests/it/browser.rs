@@ -215,12 +215,59 @@ async fn the_page_works_when_the_collector_is_down_or_failing() {
         assert_eq!(report["pageErrors"], json!([]), "{collector}: {report}");
         assert_eq!(report["finished"], true, "{collector}: {report}");
         assert_eq!(report["answers"]["experience"], "hello there");
-        // It tried, backed off, and gave up after five failures in a row (the collector is a
-        // closed port, or a real server answering 500).
+        // It tried and backed off (1 s doubling per failure, at least half of it with the
+        // jitter): over a session of about 12 s at most six fetches and the pagehide beacon,
+        // not one request per batch (the collector is a closed port, or a real server
+        // answering 500).
         let attempts = report["attempts"].as_u64().expect("attempts");
         assert!(
-            (1..=5).contains(&attempts),
+            (1..=8).contains(&attempts),
             "{collector}: {attempts} attempts"
         );
     }
+}
+
+#[tokio::test]
+async fn a_flaky_collector_loses_no_event() {
+    let server = TestServer::start().await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "browser-flaky", "Flaky").await;
+    let reference = new_uuid();
+    let report = browser_session(
+        &server,
+        &survey.tracking_key,
+        &reference,
+        "typed",
+        "pasted",
+        "flaky",
+    );
+    assert_eq!(report["pageErrors"], json!([]), "{report}");
+    assert_eq!(report["finished"], true, "{report}");
+    // The stand-in refused every third request: 503, 429 and a reset each came up.
+    let refused = report["refused"].as_array().expect("refused");
+    for kind in ["503", "429", "reset"] {
+        assert!(
+            refused.contains(&json!(kind)),
+            "{kind} never tried: {report}"
+        );
+    }
+    // Before the page was left, every event it produced had been accepted, none dropped.
+    let drained = &report["drained"];
+    let produced = drained["produced"].as_u64().expect("produced");
+    assert!(produced > 600, "{report}");
+    assert_eq!(drained["accepted"], produced, "{report}");
+    assert_eq!(drained["dropped"], 0, "{report}");
+    // The collector holds exactly those, plus what the pagehide beacon carried: nothing lost,
+    // nothing twice.
+    let expected = produced + report["beaconEvents"].as_u64().expect("beaconEvents");
+    assert_eq!(report["sentEvents"], expected, "{report}");
+    let rows = server
+        .lookup_until_counts(
+            &key,
+            &survey.survey_id,
+            &[(reference.clone(), expected)],
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(rows[0]["eventCount"], expected, "{}", rows[0]);
 }
