@@ -126,7 +126,12 @@ def log_odds(model: dict, features: dict) -> float:
     z = model["bias"]
     for term in model["terms"]:
         z += term["weight"] * transform(term["transform"], features.get(term["feature"]))
-    for tree in model.get("trees", ()):
+    trees = model.get("trees", ())
+    if not any(measured(features.get(node["feature"]))
+               for tree in trees for node in tree["nodes"] if "leaf" not in node):
+        # No behaviour the trees look at was seen: they say nothing (Model::score).
+        trees = ()
+    for tree in trees:
         nodes = tree["nodes"]
         node = nodes[0]
         z += node_value(node)
@@ -140,6 +145,10 @@ def log_odds(model: dict, features: dict) -> float:
             z += node_value(child) - node_value(node)
             node = child
     return z
+
+
+def measured(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def node_value(node: dict) -> float:

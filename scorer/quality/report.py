@@ -325,8 +325,9 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
     if changes:
         pooled = np.abs(np.concatenate(list(changes.values())))
         median, p99 = float(np.median(pooled)), float(np.percentile(pooled, 99))
-        add(f"| score change across variants of one session: median | at most 5 points | {median:.2f} | {verdict(median <= 5)} |")
-        add(f"| score change across variants of one session: 99th percentile | at most 20 points | {p99:.2f} | {verdict(p99 <= 20)} |")
+        # The issue asks for the robustness table, not a figure; these bars are this report's own.
+        add(f"| score change across variants of one session: median (our bar) | at most 5 points | {median:.2f} | {verdict(median <= 5)} |")
+        add(f"| score change across variants of one session: 99th percentile (our bar) | at most 20 points | {p99:.2f} | {verdict(p99 <= 20)} |")
     add("")
 
     # Leave one family out, in full.

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::features::Features;
 
 /// The model shipped with the binary; `modelVersion` is its `version`.
-pub const DEFAULT_MODEL_JSON: &str = include_str!("../models/telltale-v2.json");
+pub const DEFAULT_MODEL_JSON: &str = include_str!("../models/telltale-v3.json");
 
 /// The hand-set model that preceded training (weights chosen from what each feature means, no
 /// bias): tests of features and of how tells move a score use it, since its terms are fixed by
@@ -58,6 +58,8 @@ pub struct Model {
 struct Resolved {
     terms: Vec<usize>,
     splits: Vec<Vec<usize>>,
+    /// Every feature some split looks at, once.
+    tree_features: Vec<usize>,
 }
 
 /// One regression tree: `nodes[0]` is the root.
@@ -237,6 +239,11 @@ impl Model {
                     Node::Leaf { .. } => usize::MAX,
                 });
             }
+            for &feature in splits.iter().filter(|&&f| f != usize::MAX) {
+                if !model.resolved.tree_features.contains(&feature) {
+                    model.resolved.tree_features.push(feature);
+                }
+            }
             model.resolved.splits.push(splits);
         }
         let Bands {
@@ -276,7 +283,18 @@ impl Model {
             z += effect;
             effects[feature] += effect;
         }
-        for (tree, splits) in self.trees.iter().zip(&self.resolved.splits) {
+        // The trees speak only about behaviour they can see. A session none of whose tree
+        // features was measured (no pointing, no typing, no input at all: a page submitted by
+        // script) is outside anything they were fitted on, where the missing-value sides they
+        // learnt would say whatever the training sessions with gaps said; it keeps the bias and
+        // the terms alone.
+        let evidence = self
+            .resolved
+            .tree_features
+            .iter()
+            .any(|&feature| !values[feature].is_nan());
+        let trees = if evidence { self.trees.len() } else { 0 };
+        for (tree, splits) in self.trees.iter().zip(&self.resolved.splits).take(trees) {
             let mut node = 0;
             // The root's value is what the tree adds before any split: no feature's doing.
             z += tree.nodes[0].value();
@@ -369,7 +387,7 @@ mod tests {
     #[test]
     fn the_built_in_model_loads_and_uses_the_documented_bands() {
         let model = Model::default_model().expect("built-in model");
-        assert_eq!(model.version, "telltale-v2");
+        assert_eq!(model.version, "telltale-v3");
         assert_eq!(model.band(29.99), BAND_AUTOMATION);
         assert_eq!(model.band(30.0), BAND_REVIEW);
         assert_eq!(model.band(69.99), BAND_REVIEW);
@@ -410,10 +428,17 @@ mod tests {
     #[test]
     fn under_the_trained_model_no_evidence_scores_its_bias() {
         let model = Model::default_model().expect("model");
+        assert!(!model.trees.is_empty());
         let score = model.score(&Features::unmeasured());
         let expected = (100.0 / (1.0 + (-model.bias).exp()) * 100.0).round() / 100.0;
         assert_eq!(score.human_score_percent, expected);
+        assert_eq!(score.band, BAND_REVIEW, "no evidence is not a verdict");
         assert!(score.reasons.is_empty());
+        // One measured tree feature is evidence: the trees speak again.
+        let mut features = Features::unmeasured();
+        features.key_flight_mean_ms = 180.0;
+        features.key_hold_mean_ms = 95.0;
+        assert!(!model.score(&features).reasons.is_empty());
     }
 
     #[test]
@@ -491,12 +516,15 @@ mod tests {
         assert_eq!(percent(0.25 + 0.5 + total), score.human_score_percent);
 
         // Unmeasured values follow their split's missing side.
-        let score = model.score(&Features::unmeasured());
-        assert_eq!(score.human_score_percent, percent(0.25 + 1.5));
-        assert_eq!(score.reasons[0].describe(), "pauses=unmeasured (+1.00)");
         features.pauses = f64::NAN;
         features.key_hold_cv = f64::NAN;
-        assert_eq!(model.score(&features).human_score_percent, percent(1.75));
+        let score = model.score(&features);
+        assert_eq!(score.human_score_percent, percent(0.25 + 1.5));
+        assert_eq!(score.reasons[0].describe(), "pauses=unmeasured (+1.00)");
+        // With none of the trees' features measured, the trees say nothing.
+        let score = model.score(&Features::unmeasured());
+        assert_eq!(score.human_score_percent, percent(0.25));
+        assert!(score.reasons.is_empty());
         let mut left = Features::unmeasured();
         left.pauses = 2.0; // the threshold itself goes left; unmeasured webdriver goes left too
         assert_eq!(model.score(&left).human_score_percent, percent(0.75));

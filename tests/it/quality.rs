@@ -10,7 +10,26 @@ use serde_json::{Value, json};
 
 use crate::harness::{TestServer, duckdb_query};
 
-const GENERATORS: [&str; 5] = ["naive", "stealth", "humanized", "replay", "agent"];
+const GENERATORS: [&str; 9] = [
+    "naive",
+    "stealth",
+    "humanized",
+    "replay",
+    "agent",
+    "ghost-cursor",
+    "windmouse",
+    "perlin",
+    "minjerk",
+];
+/// The humanizers: their own pointer paths over one shared survey filling.
+const PACED: [&str; 6] = [
+    "humanized",
+    "replay",
+    "ghost-cursor",
+    "windmouse",
+    "perlin",
+    "minjerk",
+];
 
 /// Runs one generator for one seed; returns its JSON line.
 fn run_generator(base: &str, tracking_key: &str, generator: &str, strokes: &str) -> Value {
@@ -49,7 +68,7 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
     let server = TestServer::start().await;
     let key = server.key().to_owned();
     let survey = server.provision_ok(&key, "quality-bots", "Bots").await;
-    // Two hand-made "human" strokes for the replay generator (the harness uses DELBOT's).
+    // Two hand-made "human" strokes for the replay generator (the harness uses Balabit TRAIN movements).
     let strokes_file = server.data_dir().join("strokes.json");
     let stroke: Vec<[f64; 3]> = (0..40)
         .map(|i| {
@@ -83,7 +102,7 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
     let run = server.run_scoring_to_end(&key, &survey.survey_id).await;
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(
-        run["scored"], 5,
+        run["scored"], 9,
         "every generator's session was captured: {run}"
     );
     let references: Vec<String> = results
@@ -95,7 +114,7 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
         .await;
     for row in &looked_up {
         assert_eq!(
-            row["modelVersion"], "telltale-v2",
+            row["modelVersion"], "telltale-v3",
             "the trained model is the default: {row}"
         );
     }
@@ -130,7 +149,7 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
         (Some(1.0), Some(1.0)),
         "{naive}"
     );
-    for generator in ["stealth", "humanized", "replay", "agent"] {
+    for generator in GENERATORS.iter().skip(1) {
         let row = features(generator);
         assert_eq!(
             (
@@ -146,9 +165,18 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
         features("stealth")["input_without_keys"].as_f64(),
         Some(1.0)
     );
-    assert!(features("humanized")["key_presses"].as_f64() > Some(5.0));
-    // Paths: the humanized and replayed cursors travel, the agent's jumps.
-    assert!(features("humanized")["pointer_moves"].as_f64() > Some(50.0));
-    assert!(features("replay")["pointer_moves"].as_f64() > Some(50.0));
+    // Paths: every humanizer's cursor travels and its keys are pressed one by one; the agent's
+    // cursor jumps.
+    for generator in PACED {
+        let row = features(generator);
+        assert!(
+            row["key_presses"].as_f64() > Some(5.0),
+            "{generator}: {row}"
+        );
+        assert!(
+            row["pointer_moves"].as_f64() > Some(50.0),
+            "{generator}: {row}"
+        );
+    }
     assert!(features("agent")["pointer_moves"].as_f64() < Some(20.0));
 }
