@@ -475,16 +475,7 @@ def contributions(model: dict, row: dict) -> dict[str, float]:
     effects: dict[str, float] = defaultdict(float)
     for term in model["terms"]:
         effects[term["feature"]] += term["weight"] * fit.transform(term["transform"], row.get(term["feature"]))
-    for tree in model.get("trees", ()):
-        nodes = tree["nodes"]
-        node = nodes[0]
-        while "leaf" not in node:
-            value = row.get(node["feature"])
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                left = node["missing"] == "left"
-            else:
-                left = value <= node["threshold"]
-            child = nodes[node["left"] if left else node["right"]]
-            effects[node["feature"]] += fit.node_value(child) - fit.node_value(node)
-            node = child
+    for feature, effect in fit.tree_path_effects(model, row):
+        if feature is not None:
+            effects[feature] += effect
     return {feature: effect for feature, effect in effects.items() if effect != 0.0}

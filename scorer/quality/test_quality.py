@@ -409,7 +409,8 @@ class GradientBoostingTest(unittest.TestCase):
         fitted, booster = model.fit_gbdt(samples, version="test", rounds=40, tune=False)
         probe = [row for _, row in samples[:200]]
         probe += [{**row, "moving_fraction": None, "movement_submovements": None} for row in probe[:50]]
-        raw = booster.predict(model.tree_matrix(probe), raw_score=True)
+        self.assertTrue(fitted["deviations"], "the free features get deviations from the humans")
+        raw = booster.predict(model.tree_matrix(probe, deviations=fitted["deviations"]), raw_score=True)
         mine = [model.log_odds(fitted, row) for row in probe]
         for expected, actual in zip(raw, mine):
             self.assertAlmostEqual(expected, actual, places=9)

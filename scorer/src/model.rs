@@ -8,6 +8,12 @@
 //! trees add up to the score's log-odds exactly, and the largest per-feature sums are the reasons
 //! given with a score. A feature that was not measured contributes nothing through a term, and
 //! follows its split's `missing` side in a tree.
+//!
+//! A split may look at a feature's *deviation* instead of its value: `|value - centre| / scale`
+//! with the centre and scale of the model's `deviations` table (the TRAIN humans' median and
+//! interquartile range). The harness constrains the trees to score larger deviations as no more
+//! human, so a kind of automation unlike anything in training, far from people on one axis, is
+//! not waved through because trees extrapolate flat beyond the data they saw.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +38,8 @@ pub enum ModelError {
     UnknownFeature(String),
     #[error("model bands must satisfy 0 <= review_from <= human_from <= 100")]
     Bands,
+    #[error("a split looks at the deviation of {0:?}, which has no positive scale in `deviations`")]
+    Deviation(String),
     #[error("tree {0} is not a tree: {1}")]
     Tree(usize, &'static str),
 }
@@ -49,6 +57,9 @@ pub struct Model {
     /// quality harness); none in the linear models v1 and v2.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trees: Vec<Tree>,
+    /// Centre and scale of the features whose deviation a split may look at.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deviations: Vec<Deviation>,
     /// Feature index of each term and of each split, resolved once when the file is read.
     #[serde(skip)]
     resolved: Resolved,
@@ -57,9 +68,22 @@ pub struct Model {
 #[derive(Debug, Clone, Default)]
 struct Resolved {
     terms: Vec<usize>,
+    /// Per node, the index of the value a split reads in [`Model::split_values`]: a feature's
+    /// own index, or `Features::NAMES.len()` plus the position of its deviation.
     splits: Vec<Vec<usize>>,
     /// Every feature some split looks at, once.
     tree_features: Vec<usize>,
+    /// Feature index of each entry of `deviations`.
+    deviations: Vec<usize>,
+}
+
+/// `|value - centre| / scale` of one feature, for splits with `deviation: true`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deviation {
+    pub feature: String,
+    pub centre: f64,
+    pub scale: f64,
 }
 
 /// One regression tree: `nodes[0]` is the root.
@@ -83,6 +107,9 @@ pub enum Node {
         left: usize,
         right: usize,
         value: f64,
+        /// The split looks at the feature's deviation (the model's `deviations`), not its value.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        deviation: bool,
     },
     Leaf {
         leaf: f64,
@@ -230,19 +257,36 @@ impl Model {
             .iter()
             .map(|term| index(&term.feature))
             .collect::<Result<_, _>>()?;
+        model.resolved.deviations = model
+            .deviations
+            .iter()
+            .map(|deviation| index(&deviation.feature))
+            .collect::<Result<_, _>>()?;
         for (number, tree) in model.trees.iter().enumerate() {
             let mut splits = Vec::with_capacity(tree.nodes.len());
             check_tree(tree).map_err(|why| ModelError::Tree(number, why))?;
             for node in &tree.nodes {
-                splits.push(match node {
-                    Node::Split { feature, .. } => index(feature)?,
-                    Node::Leaf { .. } => usize::MAX,
-                });
-            }
-            for &feature in splits.iter().filter(|&&f| f != usize::MAX) {
-                if !model.resolved.tree_features.contains(&feature) {
-                    model.resolved.tree_features.push(feature);
+                let Node::Split {
+                    feature, deviation, ..
+                } = node
+                else {
+                    splits.push(usize::MAX);
+                    continue;
+                };
+                let own = index(feature)?;
+                if !model.resolved.tree_features.contains(&own) {
+                    model.resolved.tree_features.push(own);
                 }
+                if !*deviation {
+                    splits.push(own);
+                    continue;
+                }
+                let position = model
+                    .deviations
+                    .iter()
+                    .position(|d| d.feature == *feature && d.scale > 0.0 && d.centre.is_finite())
+                    .ok_or_else(|| ModelError::Deviation(feature.clone()))?;
+                splits.push(Features::NAMES.len() + position);
             }
             model.resolved.splits.push(splits);
         }
@@ -269,8 +313,27 @@ impl Model {
         }
     }
 
+    /// The features' values followed by the deviations the model's splits may read.
+    fn split_values(&self, values: &[f64]) -> Vec<f64> {
+        let mut all = Vec::with_capacity(values.len() + self.deviations.len());
+        all.extend_from_slice(values);
+        for (deviation, &feature) in self.deviations.iter().zip(&self.resolved.deviations) {
+            // NaN stays NaN: an unmeasured feature has no deviation either.
+            all.push((values[feature] - deviation.centre).abs() / deviation.scale);
+        }
+        all
+    }
+
+    /// The feature a split's value index belongs to (a deviation is charged to its feature).
+    fn feature_of(&self, split_index: usize) -> usize {
+        split_index
+            .checked_sub(Features::NAMES.len())
+            .map_or(split_index, |position| self.resolved.deviations[position])
+    }
+
     pub fn score(&self, features: &Features) -> Score {
         let values = features.values();
+        let split_values = self.split_values(&values);
         // Per-feature sums of the terms' and the splits' effects.
         let mut effects = vec![0.0; values.len()];
         let mut z = self.bias;
@@ -306,8 +369,8 @@ impl Model {
                 ..
             } = &tree.nodes[node]
             {
-                let feature = splits[node];
-                let value = values[feature];
+                let value = split_values[splits[node]];
+                let feature = self.feature_of(splits[node]);
                 let go_left = if value.is_nan() {
                     *missing == Side::Left
                 } else {
@@ -528,6 +591,48 @@ mod tests {
         let mut left = Features::unmeasured();
         left.pauses = 2.0; // the threshold itself goes left; unmeasured webdriver goes left too
         assert_eq!(model.score(&left).human_score_percent, percent(0.75));
+    }
+
+    #[test]
+    fn a_split_may_read_a_deviation_charged_to_its_feature() {
+        // pauses deviates from 10 by |pauses - 10| / 4; at most 1 goes left (+1), more right (-2).
+        let model = Model::from_json(
+            r#"{"version":"t","description":"","bias":0,
+            "bands":{"review_from":30,"human_from":70},"terms":[],
+            "deviations":[{"feature":"pauses","centre":10,"scale":4}],
+            "trees":[{"nodes":[
+              {"feature":"pauses","deviation":true,"threshold":1,"missing":"left","left":1,"right":2,"value":0},
+              {"leaf":1},
+              {"leaf":-2}
+            ]}]}"#,
+        )
+        .expect("model");
+        let with = |pauses: f64| {
+            let mut features = Features::unmeasured();
+            features.pauses = pauses;
+            model.score(&features)
+        };
+        assert_eq!(with(13.0).human_score_percent, percent(1.0));
+        assert_eq!(with(6.0).human_score_percent, percent(1.0));
+        let far = with(30.0);
+        assert_eq!(far.human_score_percent, percent(-2.0));
+        assert_eq!(far.reasons[0].describe(), "pauses=30 (-2.00)");
+        assert_eq!(with(-10.0).human_score_percent, percent(-2.0));
+
+        // A deviation the table lacks, or one without a positive scale, is refused.
+        for table in [r#"[]"#, r#"[{"feature":"pauses","centre":10,"scale":0}]"#] {
+            let json = format!(
+                r#"{{"version":"t","description":"","bias":0,
+                "bands":{{"review_from":30,"human_from":70}},"terms":[],"deviations":{table},
+                "trees":[{{"nodes":[
+                  {{"feature":"pauses","deviation":true,"threshold":1,"missing":"left","left":1,"right":2,"value":0}},
+                  {{"leaf":1}},{{"leaf":-2}}]}}]}}"#
+            );
+            assert!(matches!(
+                Model::from_json(&json),
+                Err(ModelError::Deviation(_))
+            ));
+        }
     }
 
     #[test]
