@@ -693,6 +693,12 @@ async fn compaction_merges_small_files_and_survives_a_crash() {
             .parse::<u64>()
             .expect("count")
     };
+    // DuckDB sees a flush file once it is uploaded, the catalog a moment later when its commit
+    // lands: wait for the commits.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while files(&server) < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(files(&server) >= 3, "several flush files to merge");
 
     // A compaction killed after its upload, then one killed after its commit: each time the
