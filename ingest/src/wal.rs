@@ -76,6 +76,9 @@ pub enum WalError {
     RecordTooLarge,
     #[error("write-ahead log {0} is in use by another process (a running server or drain)")]
     Locked(PathBuf),
+    /// A write or sync failed and the log has not recovered yet: nothing is accepted meanwhile.
+    #[error("write-ahead log cannot be written since a failed write or sync ({0}); retrying")]
+    FailStopped(String),
 }
 
 /// One accepted batch, as logged.
@@ -762,6 +765,11 @@ fn writer_loop(
     let mut buffer = Vec::with_capacity(1024 * 1024);
     let mut group = Vec::with_capacity(MAX_GROUP);
     let mut roll_waiters = Vec::new();
+    // Set by a failed write or sync: (bytes of the failed group, the error). The log then
+    // accepts nothing until `recover` has cleared what that group may have left and moved to a
+    // new segment (fail-stop: after a failed fsync the page cache may hold pages the disk never
+    // got, and writing on in the same file would build on them).
+    let mut failed: Option<(usize, String)> = None;
     while let Ok(first) = receiver.recv() {
         let mut group_bytes = first.body_len();
         group.push(first);
@@ -811,6 +819,23 @@ fn writer_loop(
         }
         for done in roll_waiters.drain(..) {
             let _ = done.send(rolled.clone());
+        }
+
+        if let Some((failed_len, why)) = &failed {
+            match recover(&shared, &mut segment, *failed_len, next_lsn) {
+                Ok(()) => {
+                    tracing::info!("write-ahead log recovered: writing to a new segment");
+                    failed = None;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "write-ahead log still cannot be written");
+                    let refused = Arc::new(WalError::FailStopped(why.clone()));
+                    for (_, done) in appends {
+                        let _ = done.send(Err(Arc::clone(&refused)));
+                    }
+                    continue;
+                }
+            }
         }
 
         buffer.clear();
@@ -866,11 +891,10 @@ fn writer_loop(
                 }
             }
             Err(error) => {
-                // Nothing of this group is acknowledged. The next group is written at the same
-                // offset, over whatever of this one reached the disk. Sequence numbers are not
-                // reused, so a complete record of this group left past the next group's end
-                // has a lower number than those before it, where replay stops.
-                tracing::error!(%error, "write-ahead log append failed");
+                // Nothing of this group is acknowledged, and nothing more is until `recover`
+                // has zeroed what this group may have left and moved to a new segment.
+                tracing::error!(%error, "write-ahead log append failed; refusing writes until it recovers");
+                failed = Some((buffer.len(), error.to_string()));
                 let shared_error = Arc::new(WalError::Io(error));
                 for done in waiters {
                     let _ = done.send(Err(Arc::clone(&shared_error)));
@@ -879,6 +903,23 @@ fn writer_loop(
         }
     }
     // Channel closed: every sender dropped. The file is synced after each group already.
+}
+
+/// After a failed write or sync: overwrites the failed group's bytes with zeros (replay stops at
+/// zeros, so none of its records, never acknowledged, can come back) and syncs that, then rolls
+/// to a fresh segment. Any error leaves the log stopped; the next request tries again.
+fn recover(
+    shared: &Arc<Shared>,
+    segment: &mut Segment,
+    failed_len: usize,
+    next_lsn: u64,
+) -> Result<(), WalError> {
+    segment
+        .file
+        .write_all_at(&vec![0; failed_len], segment.written)?;
+    segment.file.sync_data()?;
+    *segment = roll_segment(shared, next_lsn, true)?;
+    Ok(())
 }
 
 /// Takes the log folder's lock without waiting; the operating system releases it when the

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use ingest::batch::{BatchError, MAX_BODY_BYTES};
+use ingest::wal::WalError;
 use ingest::{Accepted, IngestError};
 use serde::Serialize;
 use tower_http::cors::{Any, CorsLayer};
@@ -177,6 +178,14 @@ fn ingest_error(error: IngestError) -> ApiError {
         }
         IngestError::Batch(error) => ApiError::BadRequest(error.to_string()),
         IngestError::Overloaded => ApiError::Unavailable(error.to_string()),
+        // The log cannot be written (disk full or failing): nothing was acknowledged, and the
+        // batch is welcome again once the log has recovered.
+        IngestError::Wal(wal) if !matches!(*wal, WalError::Closed) => {
+            tracing::warn!(error = %wal, "collector refusing a batch: the log cannot be written");
+            ApiError::Unavailable(
+                "the event log cannot be written right now; retry shortly".to_owned(),
+            )
+        }
         other => ApiError::internal("could not store the batch", other),
     }
 }

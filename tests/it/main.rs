@@ -13,6 +13,7 @@ mod deletion;
 mod drain;
 mod durability;
 mod embed;
+mod faults;
 mod fleet;
 mod lake;
 mod lookup;

@@ -1,0 +1,146 @@
+//! The log's fail-stop: with its disk failing (fsync and fdatasync of the write-ahead log's files
+//! fail with EIO, through the `LD_PRELOAD` shim `tests/faults/fsync_shim.c`, compiled here with
+//! the system's C compiler), the collector answers 503 with `Retry-After` and never 201; once
+//! the disk works again it recovers by itself; every acknowledged event reaches the lake exactly
+//! once, and none of the refused ones does, across a SIGKILL and the log's replay as well.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::{TestServer, batch, duckdb_query, new_uuid, now_millis};
+
+/// Compiles the shim into `dir`; returns the library's path.
+fn shim(dir: &std::path::Path) -> String {
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/faults/fsync_shim.c");
+    let library = dir.join("fsync_shim.so");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&library)
+        .arg(source)
+        .arg("-ldl")
+        .status()
+        .expect("run cc (gcc is required)");
+    assert!(status.success(), "compiling the fsync shim failed");
+    library.to_str().expect("utf-8 path").to_owned()
+}
+
+/// Posts one batch of ten events marked with `phase` and `index`; returns the status.
+async fn post(
+    server: &TestServer,
+    collector: &str,
+    identifier: &str,
+    phase: u64,
+    index: u64,
+) -> u16 {
+    let start = now_millis();
+    let events: Vec<String> = (0..10)
+        .map(|i| {
+            format!(
+                r#"{{"type":"pointermove","timestamp":{},"data":{{"x":{phase},"y":{},"pointerType":"mouse","trusted":true}}}}"#,
+                start + i,
+                index * 10 + i as u64
+            )
+        })
+        .collect();
+    let response = server
+        .client()
+        .post(format!("{collector}/{identifier}"))
+        .header("content-type", "application/json")
+        .body(batch(&events))
+        .send()
+        .await
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    if status == 503 {
+        assert_eq!(
+            response
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().ok()),
+            Some(Some("1")),
+            "a 503 says when to come back"
+        );
+        let body: serde_json::Value = response.json().await.expect("a JSON error");
+        assert!(body["error"].is_string(), "{body}");
+    }
+    status
+}
+
+#[tokio::test]
+async fn a_failing_log_disk_gets_503_never_201_and_the_log_recovers_by_itself() {
+    let faults = tempfile::tempdir().expect("temp dir");
+    let library = shim(faults.path());
+    let flag = faults.path().join("failing");
+    let flag_text = flag.to_str().expect("utf-8 path").to_owned();
+    let mut server = TestServer::start_with_env(
+        &[
+            "--collector-ip-rate",
+            "0",
+            "--collector-identifier-rate",
+            "0",
+        ],
+        &[
+            ("LD_PRELOAD", library.as_str()),
+            ("TELLTALE_FAULT_FLAG", flag_text.as_str()),
+            ("TELLTALE_FAULT_PATH", "/data/wal/"),
+        ],
+    )
+    .await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "faults", "Faults").await;
+    let collector = format!("{}/event/{}", server.base_url(), survey.tracking_key);
+    let reference = new_uuid();
+
+    // Phase 1: a healthy disk.
+    let mut acknowledged = 0;
+    for index in 0..10 {
+        assert_eq!(post(&server, &collector, &reference, 1, index).await, 201);
+        acknowledged += 10;
+    }
+    // Phase 2: every fsync of the log fails. Nothing is acknowledged.
+    std::fs::write(&flag, b"").expect("raise the fault");
+    for index in 0..10 {
+        assert_eq!(
+            post(&server, &collector, &reference, 2, index).await,
+            503,
+            "no 201 while the log cannot sync"
+        );
+    }
+    // The rest of the service stays up meanwhile.
+    assert_eq!(server.get("/status/health").await.status, 200);
+    // Phase 3: the disk works again; the first request finds the log recovered.
+    std::fs::remove_file(&flag).expect("clear the fault");
+    for index in 0..10 {
+        assert_eq!(post(&server, &collector, &reference, 3, index).await, 201);
+        acknowledged += 10;
+    }
+
+    // Killed and restarted: the log's replay brings back no refused batch.
+    server.kill_hard();
+    server.restart().await;
+    server
+        .lookup_until_counts(
+            &key,
+            &survey.survey_id,
+            &[(reference.clone(), acknowledged)],
+            Duration::from_secs(10),
+        )
+        .await;
+    server.terminate_ok().await;
+    let rows = duckdb_query(&format!(
+        "SELECT CAST(x AS BIGINT) AS phase, count(*) AS n, count(DISTINCT y) AS distinct_events
+         FROM read_parquet('{}', hive_partitioning = true)
+         WHERE reference = '{reference}' GROUP BY phase ORDER BY phase",
+        server.events_glob()
+    ));
+    assert_eq!(
+        rows,
+        vec![
+            json!({"phase": 1, "n": 100, "distinct_events": 100}),
+            json!({"phase": 3, "n": 100, "distinct_events": 100}),
+        ],
+        "every acknowledged event once, no refused one"
+    );
+}
