@@ -873,11 +873,13 @@ impl Ingestor {
                     _ = tick.tick() => {}
                     _ = stopping.wait_for(|stop| *stop) => return,
                 }
-                if let Err(error) = stats.apply_stats().await {
-                    tracing::error!(%error, "applying session statistics failed; will retry");
-                }
+                // Tombstones first: a batch accepted before this instance knew of a deletion
+                // made elsewhere must meet that tombstone before its statistics are applied.
                 if let Err(error) = stats.refresh_tombstones().await {
                     tracing::warn!(%error, "refreshing tombstones failed; will retry");
+                }
+                if let Err(error) = stats.apply_stats().await {
+                    tracing::error!(%error, "applying session statistics failed; will retry");
                 }
             }
         }));
