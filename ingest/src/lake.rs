@@ -108,12 +108,23 @@ impl Lake {
             .await?)
     }
 
-    /// Deletes an object; a missing object is not an error.
+    /// Deletes an object; a missing object is not an error. In a local folder the deletion is
+    /// durable once this returns (its directory is fsync'd): a replaced file that still held an
+    /// erased session must not come back after a power cut.
     pub async fn delete(&self, path: &str) -> Result<(), LakeError> {
         match self.store.delete(&ObjectPath::from(path)).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(error.into()),
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(error) => return Err(error.into()),
         }
+        if let Some(root) = &self.local_root {
+            let parent = root.join(path).parent().map(Path::to_path_buf);
+            if let Some(parent) = parent.filter(|dir| dir.exists()) {
+                tokio::task::spawn_blocking(move || std::fs::File::open(parent)?.sync_all())
+                    .await
+                    .map_err(|error| LakeError::Io(std::io::Error::other(error)))??;
+            }
+        }
+        Ok(())
     }
 }
 
