@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -81,9 +81,18 @@ pub async fn collect(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     ApiPath((key, identifier)): ApiPath<(String, String)>,
     headers: HeaderMap,
-    ApiBytes(body): ApiBytes,
+    request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
+    // Everything that can refuse a request is checked before its body is read: a refused
+    // client never gets the server to buffer up to 1 MiB for it.
     check_content_type(&headers)?;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        return Err(ApiError::PayloadTooLarge("body exceeds 1 MiB".to_owned()));
+    }
     // Before any per-identifier state: a hostile identifier must not become a limiter key.
     ingest::batch::validate_identifier(&identifier).map_err(ApiError::BadRequest)?;
     let now = Instant::now();
@@ -102,6 +111,7 @@ pub async fn collect(
                 retry_after_secs: retry_after_secs(wait),
             })?;
     }
+    let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
     let outcome = state
         .ingestor
         .accept(&key, &identifier, body)

@@ -430,3 +430,47 @@ async fn hostile_bodies_do_not_crash_the_service_or_lose_accepted_data() {
         .await;
     assert_eq!(rows[0]["eventCount"], json!(accepted), "{rows:?}");
 }
+
+/// Sends a request's head over a raw connection, declaring `length` body bytes and sending none,
+/// and returns the status line of the answer, or None when none came within two seconds.
+async fn head_only(server: &TestServer, path: &str, length: usize) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.base_url().trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("send head");
+    let mut answer = vec![0u8; 512];
+    match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut answer)).await {
+        Ok(Ok(n)) if n > 0 => String::from_utf8_lossy(&answer[..n])
+            .lines()
+            .next()
+            .map(str::to_owned),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn refusals_come_before_the_body_is_read() {
+    let server = TestServer::start_with(&["--collector-ip-rate", "2"]).await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "early", "Early").await;
+    let path = format!("/event/{}/{}", survey.tracking_key, new_uuid());
+    // A declared length over 1 MiB is refused from the head alone.
+    let status = head_only(&server, &path, 5 * ONE_MIB).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 413 Payload Too Large"));
+    // A client over its rate limit is refused without sending its body: of ten requests at
+    // once, those past the limit are answered 429 from the head alone (the others wait for
+    // bodies that never come).
+    let answers =
+        futures::future::join_all((0..10).map(|_| head_only(&server, &path, 500_000))).await;
+    assert!(
+        answers
+            .iter()
+            .any(|answer| answer.as_deref() == Some("HTTP/1.1 429 Too Many Requests")),
+        "{answers:?}"
+    );
+}
