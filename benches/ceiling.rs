@@ -278,6 +278,7 @@ async fn measure() -> anyhow::Result<()> {
     let connections: usize = env_number("BENCH_CONNECTIONS", 64);
     let phase = Duration::from_secs(seconds);
     let client = reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
         .pool_max_idle_per_host(connections)
         .build()?;
     let mut rows: Vec<(String, f64, f64)> = Vec::new();

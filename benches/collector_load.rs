@@ -41,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
     let mut server = start_server(data_dir.path(), &[])?;
     let pid = server.child.id();
     let client = reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
         .pool_max_idle_per_host(connections)
         .build()?;
 

@@ -51,6 +51,7 @@ async fn measure(
     args.extend_from_slice(extra);
     let server = start_server_with_env(data_dir.path(), &args, env)?;
     let client = reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
         .pool_max_idle_per_host(connections)
         .build()?;
     let (survey_id, tracking_key) = provision(&client, &server, "bench").await?;

@@ -331,6 +331,7 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let pid = server.child.id();
     let client = reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
         .pool_max_idle_per_host(connections)
         .timeout(Duration::from_secs(3600))
         .build()?;

@@ -163,6 +163,17 @@ pub struct ServeArgs {
     #[arg(long, env = "TELLTALE_TRUST_FORWARDED_FOR", default_value_t = false)]
     pub trust_forwarded_for: bool,
 
+    /// Connections served at once; past it a new connection gets a 503 with `Retry-After` and
+    /// is closed, so a flood of connections cannot exhaust memory or file descriptors.
+    #[arg(long, env = "TELLTALE_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+
+    /// Seconds a client has to send a request's headers (and an idle kept-alive connection to
+    /// start its next request) before the connection is closed: slow-header clients cannot hold
+    /// connections.
+    #[arg(long, env = "TELLTALE_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+
     /// Integration API requests per key per rolling minute.
     #[arg(long, env = "TELLTALE_API_RATE_PER_MINUTE", default_value_t = 120)]
     pub api_rate_per_minute: u32,

@@ -14,6 +14,7 @@ pub mod analysis;
 pub mod cli;
 pub mod erasure;
 pub mod http;
+pub mod http_serve;
 pub mod rate_limit;
 pub mod server;
 

@@ -2,7 +2,6 @@
 //! and on SIGTERM/SIGINT stops accepting requests and flushes everything buffered. Also
 //! `telltale drain`, which replays and flushes a stopped instance's log without serving.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -93,7 +92,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         &public_url,
         &limits,
     );
-    let app = http::app(state).into_make_service_with_connect_info::<SocketAddr>();
+    let app = http::app(state);
 
     println!("telltale listening on http://{local}");
     tracing::info!(%local, %public_url, "serving");
@@ -102,22 +101,19 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         shutdown_signal().await;
         stop.send_replace(true);
     });
-    let mut drain_deadline = stopped.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown({
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        }
-    });
     // In-flight requests get a bounded time to finish; a client holding a connection open must
     // not delay the final flush (its batches are in the log either way).
-    tokio::select! {
-        served = server => served.context("serving http")?,
-        () = async move {
-            let _ = drain_deadline.wait_for(|stop| *stop).await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => tracing::warn!("connections still open after the grace period; closing them"),
-    }
+    crate::http_serve::serve(
+        listener,
+        app,
+        crate::http_serve::ConnectionLimits {
+            max_connections: args.max_connections,
+            header_timeout: Duration::from_secs(args.header_timeout_secs.max(1)),
+        },
+        stopped,
+        SHUTDOWN_GRACE,
+    )
+    .await;
 
     // Runs in progress stay `running` with this instance as owner: the next start resumes
     // them (or another instance once the lease expires).

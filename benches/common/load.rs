@@ -144,6 +144,7 @@ pub(crate) async fn open_loop(
     mut next: impl FnMut(u64) -> OpenRequest,
 ) -> (Vec<Duration>, u64) {
     let client = reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
         .pool_max_idle_per_host(256)
         .build()
         .unwrap_or_default();

@@ -83,33 +83,15 @@ pub async fn collect(
     headers: HeaderMap,
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    // Everything that can refuse a request is checked before its body is read: a refused
-    // client never gets the server to buffer up to 1 MiB for it.
-    check_content_type(&headers)?;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.trim().parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
-        return Err(ApiError::PayloadTooLarge("body exceeds 1 MiB".to_owned()));
-    }
-    // Before any per-identifier state: a hostile identifier must not become a limiter key.
-    ingest::batch::validate_identifier(&identifier).map_err(ApiError::BadRequest)?;
-    let now = Instant::now();
-    if let Some(limiter) = &state.ip_limiter {
-        let client = client_ip(&headers, peer, state.trust_forwarded_for);
-        limiter
-            .check(&client, now)
-            .map_err(|wait| ApiError::RateLimited {
-                retry_after_secs: retry_after_secs(wait),
-            })?;
-    }
-    if let Some(limiter) = &state.identifier_limiter {
-        limiter
-            .check(&(key.clone(), identifier.clone()), now)
-            .map_err(|wait| ApiError::RateLimited {
-                retry_after_secs: retry_after_secs(wait),
-            })?;
+    // Everything that can refuse a request is checked before its body is buffered: a refused
+    // client never gets the server to hold up to 1 MiB for it. What it is still sending is read
+    // and dropped (bounded in bytes and time) so that it sees the refusal, not a reset.
+    if let Err(refusal) = admit(&state, peer, &key, &identifier, &headers) {
+        let declared = declared_length(&headers).unwrap_or(0);
+        if declared <= DISCARD_AT_MOST {
+            discard_body(request).await;
+        }
+        return Err(refusal);
     }
     let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
     let outcome = state
@@ -136,6 +118,67 @@ pub async fn collect(
         ),
     };
     Ok((status, axum::Json(result)).into_response())
+}
+
+/// A refused request's body is read and dropped up to this many declared bytes (4 MiB); past
+/// it, the connection is closed at once.
+const DISCARD_AT_MOST: u64 = 4 * MAX_BODY_BYTES as u64;
+
+/// The checks that need no body: content type, declared length, identifier, rate limits.
+fn admit(
+    state: &AppState,
+    peer: SocketAddr,
+    key: &str,
+    identifier: &str,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    check_content_type(headers)?;
+    if declared_length(headers).is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        return Err(ApiError::PayloadTooLarge("body exceeds 1 MiB".to_owned()));
+    }
+    // Before any per-identifier state: a hostile identifier must not become a limiter key.
+    ingest::batch::validate_identifier(identifier).map_err(ApiError::BadRequest)?;
+    let now = Instant::now();
+    if let Some(limiter) = &state.ip_limiter {
+        let client = client_ip(headers, peer, state.trust_forwarded_for);
+        limiter
+            .check(&client, now)
+            .map_err(|wait| ApiError::RateLimited {
+                retry_after_secs: retry_after_secs(wait),
+            })?;
+    }
+    if let Some(limiter) = &state.identifier_limiter {
+        limiter
+            .check(&(key.to_owned(), identifier.to_owned()), now)
+            .map_err(|wait| ApiError::RateLimited {
+                retry_after_secs: retry_after_secs(wait),
+            })?;
+    }
+    Ok(())
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok())
+}
+
+/// Reads and drops what a refused client is still sending, for at most a second, keeping
+/// nothing: it then reads the refusal instead of a connection reset.
+async fn discard_body(request: axum::extract::Request) {
+    use futures::StreamExt;
+    let mut stream = request.into_body().into_data_stream();
+    let mut seen = 0u64;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen += chunk.len() as u64;
+            if seen > DISCARD_AT_MOST {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// The client's address: the TCP peer, or behind a trusted proxy the right-most address of

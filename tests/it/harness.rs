@@ -130,6 +130,9 @@ impl TestServer {
         let client = reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(60))
+            // Under the server's 10 s idle close (`--header-timeout-secs`), as a client should
+            // be: a pooled connection the server already closed is never reused.
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .expect("build the http client");
         let mut server = TestServer {
@@ -278,6 +281,18 @@ impl TestServer {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The server's resident set size in MiB, from `/proc`.
+    pub(crate) fn rss_mib(&self) -> u64 {
+        let pid = self.child.as_ref().expect("a running server").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS");
+        kib / 1024
     }
 
     /// SIGKILL: no shutdown code runs.

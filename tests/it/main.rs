@@ -16,6 +16,7 @@ mod embed;
 mod faults;
 mod fleet;
 mod lake;
+mod limits;
 mod lookup;
 mod provisioning;
 mod quality;

@@ -13,6 +13,7 @@ const BUCKET: &str = "telltale-lake";
 /// Keys under `prefix` in the bucket, from S3's ListObjectsV2.
 async fn list_keys(moto: &MotoServer, prefix: &str) -> Vec<String> {
     let client = reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
         .no_proxy()
         .build()
         .expect("client");

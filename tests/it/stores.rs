@@ -89,6 +89,7 @@ fn shared_moto() -> &'static MotoServer {
 /// Creates a bucket (moto accepts unsigned requests).
 pub(crate) async fn create_bucket(endpoint: &str, bucket: &str) {
     let client = reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
         .no_proxy()
         .build()
         .expect("client");

@@ -1,0 +1,102 @@
+//! The server's own bounds under abuse: clients sending headers a byte at a time are cut off at
+//! the header deadline, connections past the cap get 503 with `Retry-After` at once, health
+//! answers throughout, and the server's memory stays small.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::harness::TestServer;
+
+fn address(server: &TestServer) -> String {
+    server.base_url().trim_start_matches("http://").to_owned()
+}
+
+/// Sends a request head one header line every 200 ms, never finishing it; returns how long the
+/// server let the connection live.
+async fn slow_headers(address: String) -> Duration {
+    let started = Instant::now();
+    let Ok(mut stream) = TcpStream::connect(address).await else {
+        return Duration::ZERO;
+    };
+    if stream
+        .write_all(b"POST /event/0123456789abcdef01234567/x HTTP/1.1\r\nHost: t\r\n")
+        .await
+        .is_err()
+    {
+        return started.elapsed();
+    }
+    let mut buffer = [0u8; 256];
+    for i in 0..100 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if stream
+            .write_all(format!("X-Slow-{i}: a\r\n").as_bytes())
+            .await
+            .is_err()
+        {
+            break;
+        }
+        // The server closing shows as end of stream (or a reset) on a read that does not wait.
+        let read = tokio::time::timeout(Duration::from_millis(1), stream.read(&mut buffer)).await;
+        if let Ok(Ok(0) | Err(_)) = read {
+            break;
+        }
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_and_connection_floods_stay_bounded() {
+    let server =
+        TestServer::start_with(&["--header-timeout-secs", "1", "--max-connections", "200"]).await;
+
+    // Slowloris: 150 connections sending headers slowly are all cut off near the deadline.
+    let slow: Vec<_> = (0..150)
+        .map(|_| tokio::spawn(slow_headers(address(&server))))
+        .collect();
+    let mut peak = server.rss_mib();
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let health = server.get("/status/health").await;
+        assert_eq!(health.status, 200, "health answers during the slow clients");
+        peak = peak.max(server.rss_mib());
+    }
+    for task in slow {
+        let lived = task.await.expect("slow client");
+        assert!(
+            lived < Duration::from_secs(4),
+            "a slow-header connection lived {lived:?}"
+        );
+    }
+
+    // A flood past the cap: the connections over it are answered 503 with Retry-After at once.
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(TcpStream::connect(address(&server)).await.expect("connect"));
+    }
+    let mut refused = 0;
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect(address(&server)).await.expect("connect");
+        let mut answer = vec![0u8; 512];
+        if let Ok(Ok(n)) =
+            tokio::time::timeout(Duration::from_secs(1), stream.read(&mut answer)).await
+        {
+            let text = String::from_utf8_lossy(&answer[..n]).to_lowercase();
+            if text.starts_with("http/1.1 503") && text.contains("retry-after: 1") {
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        refused >= 15,
+        "{refused} of 20 connections past the cap got a 503"
+    );
+    peak = peak.max(server.rss_mib());
+    // The idle ones hit the header deadline too, and the server serves again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let health = server.get("/status/health").await;
+    assert_eq!(health.status, 200);
+    drop(idle);
+    assert!(peak < 300, "server RSS peaked at {peak} MiB");
+}
