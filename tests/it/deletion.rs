@@ -617,7 +617,12 @@ async fn prepare_lake(
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let rows = event_rows_by_session(server);
-        if rows.values().sum::<u64>() >= total {
+        // This round's sessions only: earlier rounds' rows are in the lake already.
+        let flushed: u64 = sessions
+            .iter()
+            .filter_map(|session| rows.get(session))
+            .sum();
+        if flushed >= total {
             return rows;
         }
         assert!(Instant::now() < deadline, "events not flushed: {rows:?}");
