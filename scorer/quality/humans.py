@@ -795,12 +795,18 @@ def read_balabit(path: Path) -> tuple[list, int, int]:
     return rows, width, height
 
 
-def balabit_bases(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject]) -> list[BaseSession]:
+def unpack_balabit(archive: Path, unpack_to: Path) -> Path:
+    """The archive's `test_files` folder, unpacked under `unpack_to` the first time."""
     folder = unpack_to / "test_files"
     if not folder.is_dir():
         unpack_to.mkdir(parents=True, exist_ok=True)
         with tarfile.open(archive) as tar:
             tar.extractall(unpack_to, filter="data")
+    return folder
+
+
+def balabit_bases(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject]) -> list[BaseSession]:
+    folder = unpack_balabit(archive, unpack_to)
     chosen = []
     for user_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
         by_split: dict[str, list[Path]] = {"train": [], "holdout": []}
@@ -862,13 +868,7 @@ def replay_strokes(datasets: Path, work: Path, limit: int = 2000) -> list[list[l
     from the last pause over 300 ms (or the last press) up to that press. These are the real
     pointing movements a fraudster with recorded mouse data would replay (the DELBOT strokes are
     drags of a drawing task, not aimed movements)."""
-    archive = datasets / "balabit-mouse-dynamics" / "test_files.tar.gz"
-    unpack_to = work / "balabit"
-    folder = unpack_to / "test_files"
-    if not folder.is_dir():
-        unpack_to.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(archive) as tar:
-            tar.extractall(unpack_to, filter="data")
+    folder = unpack_balabit(datasets / "balabit-mouse-dynamics" / "test_files.tar.gz", work / "balabit")
     strokes = []
     for user_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
         if user_dir.name in BALABIT_HOLDOUT_USERS:
