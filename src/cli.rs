@@ -158,6 +158,36 @@ pub struct ServeArgs {
     #[arg(long, env = "TELLTALE_COLLECTOR_IDENTIFIER_RATE", default_value_t = 20)]
     pub collector_identifier_rate: u32,
 
+    /// Collector requests per second for one survey (tracking key) on this instance (0:
+    /// unlimited). The embed sends at most one batch every 2 s per active respondent, so the
+    /// default lets 10,000 respondents of one survey be active at once on each instance.
+    #[arg(long, env = "TELLTALE_COLLECTOR_SURVEY_RATE", default_value_t = 5000)]
+    pub collector_survey_rate: u32,
+
+    /// New browser sessions one survey may start per minute on this instance (0: unlimited);
+    /// past it a new identifier gets 429 while known ones go on. The default lets 100,000
+    /// respondents start within five minutes.
+    #[arg(
+        long,
+        env = "TELLTALE_COLLECTOR_NEW_SESSIONS_PER_MINUTE",
+        default_value_t = 20_000
+    )]
+    pub collector_new_sessions_per_minute: u32,
+
+    /// Bytes of collector request bodies read or waiting for the log at once (declared
+    /// `Content-Length`; a chunked body counts as the 1 MiB limit); past it a request gets 503
+    /// with `Retry-After` before its body is read.
+    #[arg(
+        long,
+        env = "TELLTALE_COLLECTOR_BYTES_IN_FLIGHT",
+        default_value_t = 64 * 1024 * 1024
+    )]
+    pub collector_bytes_in_flight: usize,
+
+    /// Seconds a client has to send a whole request body before it gets 408.
+    #[arg(long, env = "TELLTALE_BODY_TIMEOUT_SECS", default_value_t = 30)]
+    pub body_timeout_secs: u64,
+
     /// Behind a load balancer: take the client address for the per-IP collector limit from the
     /// last `X-Forwarded-For` entry instead of the TCP peer.
     #[arg(long, env = "TELLTALE_TRUST_FORWARDED_FOR", default_value_t = false)]

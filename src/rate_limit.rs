@@ -5,6 +5,9 @@
 //!   is exact: the whole seconds until the oldest one leaves the window.
 //! - [`TokenBuckets`]: a steady rate with bursts, per key (the collector's per-IP and
 //!   per-identifier limits), sharded to keep the hot path uncontended.
+//! - [`NewSessions`]: a cap on browser-session identifiers a survey may start per minute. It
+//!   remembers the identifiers seen recently, so only a session's first request (or its first
+//!   after [`SESSION_IDLE`] of silence) spends from the survey's budget.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
@@ -121,6 +124,79 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
     }
 }
 
+/// A session silent this long counts as new again when it comes back. The embed sends at least
+/// every two seconds while the respondent acts, so a live session stays known.
+pub const SESSION_IDLE: Duration = Duration::from_secs(10 * 60);
+
+/// How often a survey's remembered identifiers are swept of idle ones.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Per survey: the identifiers seen within [`SESSION_IDLE`] and a token bucket of `per_minute`
+/// new ones. Memory is bounded by the cap itself: a survey remembers at most about
+/// `per_minute * (SESSION_IDLE + SWEEP_EVERY) / 1 min` identifiers.
+#[derive(Debug)]
+pub struct NewSessions<K> {
+    per_minute: f64,
+    shards: Vec<Mutex<HashMap<K, SurveySessions>>>,
+}
+
+#[derive(Debug)]
+struct SurveySessions {
+    seen: HashMap<Box<str>, Instant>,
+    tokens: f64,
+    updated: Instant,
+    swept: Instant,
+}
+
+impl<K: Hash + Eq + Clone> NewSessions<K> {
+    pub fn new(per_minute: u32) -> Self {
+        Self {
+            per_minute: f64::from(per_minute.max(1)),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+
+    /// Admits a request of `identifier` for `survey`: a known identifier always, a new one if the
+    /// survey's budget has a token; otherwise returns how long until it will.
+    pub fn check(&self, survey: &K, identifier: &str, now: Instant) -> Result<(), Duration> {
+        let mut hasher = DefaultHasher::new();
+        survey.hash(&mut hasher);
+        let mut surveys = self.shards[(hasher.finish() as usize) % SHARDS].lock();
+        let sessions = surveys
+            .entry(survey.clone())
+            .or_insert_with(|| SurveySessions {
+                seen: HashMap::new(),
+                tokens: self.per_minute,
+                updated: now,
+                swept: now,
+            });
+        if now.saturating_duration_since(sessions.swept) >= SWEEP_EVERY {
+            sessions
+                .seen
+                .retain(|_, last| now.saturating_duration_since(*last) < SESSION_IDLE);
+            sessions.swept = now;
+        }
+        if let Some(last) = sessions.seen.get_mut(identifier)
+            && now.saturating_duration_since(*last) < SESSION_IDLE
+        {
+            *last = now;
+            return Ok(());
+        }
+        let rate = self.per_minute / 60.0;
+        let elapsed = now
+            .saturating_duration_since(sessions.updated)
+            .as_secs_f64();
+        sessions.tokens = (sessions.tokens + elapsed * rate).min(self.per_minute);
+        sessions.updated = now;
+        if sessions.tokens < 1.0 {
+            return Err(Duration::from_secs_f64((1.0 - sessions.tokens) / rate));
+        }
+        sessions.tokens -= 1.0;
+        sessions.seen.insert(identifier.into(), now);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +242,33 @@ mod tests {
                 .is_ok()
         );
         assert!(buckets.check(&"b", start).is_ok());
+    }
+
+    #[test]
+    fn new_sessions_spend_the_budget_once_and_known_ones_never() {
+        let sessions = NewSessions::new(3);
+        let start = Instant::now();
+        for id in ["a", "b", "c"] {
+            assert!(sessions.check(&"s", id, start).is_ok());
+        }
+        let wait = sessions.check(&"s", "d", start).expect_err("budget spent");
+        assert_eq!(retry_after_secs(wait), 20, "one token every 20 s");
+        // Known identifiers keep being admitted; another survey has its own budget.
+        for _ in 0..100 {
+            assert!(sessions.check(&"s", "a", start).is_ok());
+        }
+        assert!(sessions.check(&"t", "d", start).is_ok());
+        assert!(
+            sessions
+                .check(&"s", "d", start + Duration::from_secs(20))
+                .is_ok()
+        );
+        // A session idle past SESSION_IDLE is new again (and the budget has refilled by then).
+        let later = start + SESSION_IDLE + Duration::from_secs(21);
+        for id in ["b", "c", "e"] {
+            assert!(sessions.check(&"s", id, later).is_ok());
+        }
+        assert!(sessions.check(&"s", "f", later).is_err());
+        assert!(sessions.check(&"s", "a", later).is_err(), "a was idle");
     }
 }

@@ -82,6 +82,10 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         api_requests_per_minute: args.api_rate_per_minute,
         collector_ip_rate: args.collector_ip_rate,
         collector_identifier_rate: args.collector_identifier_rate,
+        collector_survey_rate: args.collector_survey_rate,
+        collector_new_sessions_per_minute: args.collector_new_sessions_per_minute,
+        collector_bytes_in_flight: args.collector_bytes_in_flight,
+        body_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
         trust_forwarded_for: args.trust_forwarded_for,
     };
     let state = AppState::new(

@@ -301,7 +301,7 @@ impl Ingestor {
         body: Bytes,
     ) -> Result<Accepted, IngestError> {
         batch::validate_identifier(identifier).map_err(IngestError::InvalidIdentifier)?;
-        let survey_id = self.resolve_tracking_key(tracking_key).await?;
+        let survey_id = self.survey_for_tracking_key(tracking_key).await?;
         let count = batch::count_batch_events(&body)?;
         if self.is_deleted(&survey_id, identifier, &body).await? {
             return Ok(Accepted::Deleted { count });
@@ -337,7 +337,12 @@ impl Ingestor {
         );
     }
 
-    async fn resolve_tracking_key(&self, tracking_key: &str) -> Result<SurveyId, IngestError> {
+    /// The survey a tracking key names, from a cache that also remembers unknown keys for a
+    /// while (so a stream of made-up keys costs no catalog round trips).
+    pub async fn survey_for_tracking_key(
+        &self,
+        tracking_key: &str,
+    ) -> Result<SurveyId, IngestError> {
         let key = TrackingKey::parse(tracking_key).ok_or(IngestError::UnknownTrackingKey)?;
         match self.inner.surveys.read().get(key.as_str()) {
             Some(CachedSurvey::Known(id)) => return Ok(id.clone()),

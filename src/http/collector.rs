@@ -5,6 +5,7 @@
 //! for a string). A 201 means the batch is fsync'd in the write-ahead log.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
@@ -16,6 +17,7 @@ use ingest::batch::{BatchError, MAX_BODY_BYTES};
 use ingest::wal::WalError;
 use ingest::{Accepted, IngestError};
 use serde::Serialize;
+use tokio::sync::OwnedSemaphorePermit;
 use tower_http::cors::{Any, CorsLayer};
 use utoipa::ToSchema;
 
@@ -70,10 +72,11 @@ pub struct IngestionResult {
         (status = 202, description = "session deleted; events discarded", body = IngestionResult),
         (status = 400, description = "malformed body or identifier", body = super::openapi::ErrorBody),
         (status = 404, description = "unknown tracking key", body = super::openapi::ErrorBody),
+        (status = 408, description = "the body did not arrive within the body timeout", body = super::openapi::ErrorBody),
         (status = 413, description = "body over 1 MiB or more than 1000 events", body = super::openapi::ErrorBody),
         (status = 415, description = "unsupported content type", body = super::openapi::ErrorBody),
-        (status = 429, description = "too many requests from this client or for this identifier", body = super::openapi::ErrorBody),
-        (status = 503, description = "collector is catching up", body = super::openapi::ErrorBody),
+        (status = 429, description = "too many requests from this client, for this survey or for this identifier, or too many new sessions for this survey; `Retry-After` says when to retry", body = super::openapi::ErrorBody),
+        (status = 503, description = "collector is catching up, its log cannot be written, or it holds too many request bodies; `Retry-After` says when to retry", body = super::openapi::ErrorBody),
     )
 )]
 pub async fn collect(
@@ -86,13 +89,16 @@ pub async fn collect(
     // Everything that can refuse a request is checked before its body is buffered: a refused
     // client never gets the server to hold up to 1 MiB for it. What it is still sending is read
     // and dropped (bounded in bytes and time) so that it sees the refusal, not a reset.
-    if let Err(refusal) = admit(&state, peer, &key, &identifier, &headers) {
-        let declared = declared_length(&headers).unwrap_or(0);
-        if declared <= DISCARD_AT_MOST {
-            discard_body(request).await;
+    let _body_bytes = match admit(&state, peer, &key, &identifier, &headers).await {
+        Ok(permit) => permit,
+        Err(refusal) => {
+            let declared = declared_length(&headers).unwrap_or(0);
+            if declared <= DISCARD_AT_MOST {
+                discard_body(request).await;
+            }
+            return Err(refusal);
         }
-        return Err(refusal);
-    }
+    };
     let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
     let outcome = state
         .ingestor
@@ -124,37 +130,61 @@ pub async fn collect(
 /// it, the connection is closed at once.
 const DISCARD_AT_MOST: u64 = 4 * MAX_BODY_BYTES as u64;
 
-/// The checks that need no body: content type, declared length, identifier, rate limits.
-fn admit(
+/// The checks that need no body, cheapest first: content type, declared length, identifier,
+/// per-IP rate, tracking key, per-survey rate, per-identifier rate, new sessions per survey, and
+/// last the budget of body bytes in flight, whose permit the caller holds until the batch is
+/// logged.
+async fn admit(
     state: &AppState,
     peer: SocketAddr,
     key: &str,
     identifier: &str,
     headers: &HeaderMap,
-) -> Result<(), ApiError> {
+) -> Result<OwnedSemaphorePermit, ApiError> {
     check_content_type(headers)?;
-    if declared_length(headers).is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+    let declared = declared_length(headers);
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
         return Err(ApiError::PayloadTooLarge("body exceeds 1 MiB".to_owned()));
     }
     // Before any per-identifier state: a hostile identifier must not become a limiter key.
     ingest::batch::validate_identifier(identifier).map_err(ApiError::BadRequest)?;
+    let limited = |wait| ApiError::RateLimited {
+        retry_after_secs: retry_after_secs(wait),
+    };
     let now = Instant::now();
     if let Some(limiter) = &state.ip_limiter {
         let client = client_ip(headers, peer, state.trust_forwarded_for);
-        limiter
-            .check(&client, now)
-            .map_err(|wait| ApiError::RateLimited {
-                retry_after_secs: retry_after_secs(wait),
-            })?;
+        limiter.check(&client, now).map_err(limited)?;
+    }
+    // Unknown keys end here (cached, so a stream of them costs no catalog round trips), before
+    // a survey-keyed limiter would remember them.
+    let survey = state
+        .ingestor
+        .survey_for_tracking_key(key)
+        .await
+        .map_err(ingest_error)?;
+    if let Some(limiter) = &state.survey_limiter {
+        limiter.check(&survey, now).map_err(limited)?;
     }
     if let Some(limiter) = &state.identifier_limiter {
         limiter
             .check(&(key.to_owned(), identifier.to_owned()), now)
-            .map_err(|wait| ApiError::RateLimited {
-                retry_after_secs: retry_after_secs(wait),
-            })?;
+            .map_err(limited)?;
     }
-    Ok(())
+    if let Some(sessions) = &state.new_sessions {
+        sessions.check(&survey, identifier, now).map_err(limited)?;
+    }
+    // A body of unknown length (chunked) may grow to the limit: it is charged the limit.
+    let charge = declared.map_or(MAX_BODY_BYTES as u64, |length| length.max(1));
+    let charge = u32::try_from(charge).unwrap_or(state.body_budget);
+    Arc::clone(&state.body_bytes)
+        .try_acquire_many_owned(charge.min(state.body_budget))
+        .map_err(|_| {
+            ApiError::Unavailable(
+                "the collector is reading too many request bodies at once; retry shortly"
+                    .to_owned(),
+            )
+        })
 }
 
 fn declared_length(headers: &HeaderMap) -> Option<u64> {

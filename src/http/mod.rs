@@ -40,7 +40,7 @@ use serde::de::DeserializeOwned;
 
 pub use error::ApiError;
 
-use crate::rate_limit::{SlidingWindow, TokenBuckets};
+use crate::rate_limit::{NewSessions, SlidingWindow, TokenBuckets};
 
 /// Limits of the HTTP edge.
 #[derive(Debug, Clone)]
@@ -50,6 +50,15 @@ pub struct Limits {
     pub collector_ip_rate: u32,
     /// 0 disables the limit.
     pub collector_identifier_rate: u32,
+    /// Collector requests per second for one survey (tracking key); 0 disables the limit.
+    pub collector_survey_rate: u32,
+    /// New browser-session identifiers one survey may start per minute; 0 disables the cap.
+    pub collector_new_sessions_per_minute: u32,
+    /// Collector request bodies (declared bytes) being read or logged at once; past it a
+    /// request is answered 503 with `Retry-After` before its body is read.
+    pub collector_bytes_in_flight: usize,
+    /// Time a client has to send a whole request body.
+    pub body_timeout: Duration,
     /// Take the client address for the per-IP limit from `X-Forwarded-For` (behind a proxy).
     pub trust_forwarded_for: bool,
 }
@@ -72,6 +81,13 @@ pub struct StateInner {
     pub ip_limiter: Option<TokenBuckets<IpAddr>>,
     /// Keyed by (tracking key, identifier).
     pub identifier_limiter: Option<TokenBuckets<(String, String)>>,
+    pub survey_limiter: Option<TokenBuckets<SurveyId>>,
+    pub new_sessions: Option<NewSessions<SurveyId>>,
+    /// One permit per body byte a collector request declares, held until its batch is logged
+    /// (or refused): what the collector holds in request bodies at once.
+    pub body_bytes: Arc<tokio::sync::Semaphore>,
+    pub body_budget: u32,
+    pub body_timeout: Duration,
     pub trust_forwarded_for: bool,
     /// The organization each survey belongs to, as seen so far. A survey never changes
     /// organization and is never removed, so a cached entry never goes stale; it spares every
@@ -99,6 +115,10 @@ impl AppState {
         limits: &Limits,
     ) -> Self {
         let rate = |per_second: u32| (per_second > 0).then_some(per_second);
+        // At least one largest body, and within what a semaphore counts in one acquire.
+        let body_budget = u32::try_from(limits.collector_bytes_in_flight)
+            .unwrap_or(u32::MAX)
+            .max(ingest::batch::MAX_BODY_BYTES as u32);
         AppState(Arc::new(StateInner {
             catalog,
             ingestor,
@@ -114,14 +134,25 @@ impl AppState {
                 .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
             identifier_limiter: rate(limits.collector_identifier_rate)
                 .map(|r| TokenBuckets::new(r, r.saturating_mul(3))),
+            survey_limiter: rate(limits.collector_survey_rate)
+                .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
+            new_sessions: rate(limits.collector_new_sessions_per_minute).map(NewSessions::new),
+            body_bytes: Arc::new(tokio::sync::Semaphore::new(body_budget as usize)),
+            body_budget,
+            body_timeout: limits.body_timeout,
             trust_forwarded_for: limits.trust_forwarded_for,
             survey_owners: parking_lot::RwLock::new(HashMap::new()),
         }))
     }
 }
 
+/// The time a client has to send a whole request body, for [`ApiBytes`].
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline(pub Duration);
+
 /// The whole application.
 pub fn app(state: AppState) -> Router {
+    let body_deadline = state.body_timeout;
     Router::new()
         .merge(collector::routes())
         .merge(embed::routes())
@@ -133,6 +164,7 @@ pub fn app(state: AppState) -> Router {
         .merge(openapi::routes())
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(axum::Extension(BodyDeadline(body_deadline)))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -158,19 +190,31 @@ where
     }
 }
 
-/// The request body as bytes, with the body-limit rejection as a JSON 413.
+/// The request body as bytes, with the body-limit rejection as a JSON 413 and a body not
+/// received within the [`BodyDeadline`] as a JSON 408.
 pub struct ApiBytes(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        match Bytes::from_request(request, state).await {
-            Ok(bytes) => Ok(ApiBytes(bytes)),
-            Err(rejection) => Err(bytes_rejection(rejection)),
+        let deadline = request
+            .extensions()
+            .get::<BodyDeadline>()
+            .map_or(DEFAULT_BODY_DEADLINE, |deadline| deadline.0);
+        match tokio::time::timeout(deadline, Bytes::from_request(request, state)).await {
+            Ok(Ok(bytes)) => Ok(ApiBytes(bytes)),
+            Ok(Err(rejection)) => Err(bytes_rejection(rejection)),
+            Err(_) => Err(ApiError::RequestTimeout(format!(
+                "the request body did not arrive within {} s",
+                deadline.as_secs()
+            ))),
         }
     }
 }
+
+/// For a router built without [`app`] (tests of single routes).
+const DEFAULT_BODY_DEADLINE: Duration = Duration::from_secs(30);
 
 fn bytes_rejection(rejection: BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {

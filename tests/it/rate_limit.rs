@@ -1,6 +1,7 @@
-//! 120 integration requests per key per minute, then 429 with `Retry-After`.
+//! 120 integration requests per key per minute, then 429 with `Retry-After`; the collector's
+//! per-survey request rate and new-session budget.
 
-use crate::harness::{TestServer, assert_error};
+use crate::harness::{TestServer, assert_error, batch, now_millis, pointermove};
 
 #[tokio::test]
 async fn the_121st_request_of_a_key_in_a_minute_gets_429_with_retry_after() {
@@ -56,4 +57,67 @@ async fn the_121st_request_of_a_key_in_a_minute_gets_429_with_retry_after() {
 
     // The collector and the status endpoints are not integration endpoints.
     assert_eq!(server.get("/status/health").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_survey_gets_a_request_rate_and_a_budget_of_new_sessions() {
+    let server = TestServer::start_with(&[
+        "--collector-new-sessions-per-minute",
+        "5",
+        "--collector-survey-rate",
+        "5",
+    ])
+    .await;
+    let key = server.key().to_owned();
+    let busy = server.provision_ok(&key, "busy", "Busy").await;
+    let other = server.provision_ok(&key, "other", "Other").await;
+    let body = batch(&[pointermove(now_millis(), 1, 2)]);
+
+    // Five new sessions are admitted, the sixth waits about 12 s (one every 60 / 5 s).
+    for i in 0..5 {
+        server
+            .collect_ok(&busy.tracking_key, &format!("s{i}"), &body, 1)
+            .await;
+    }
+    let refused = server
+        .collect(
+            &busy.tracking_key,
+            "s5",
+            Some("application/json"),
+            body.clone(),
+        )
+        .await;
+    assert_error(&refused, 429);
+    let wait: u64 = refused
+        .header("retry-after")
+        .and_then(|value| value.parse().ok())
+        .expect("Retry-After in whole seconds");
+    assert!((1..=12).contains(&wait), "Retry-After {wait}");
+    // Sessions already known go on; another survey has its own budget.
+    server.collect_ok(&busy.tracking_key, "s0", &body, 1).await;
+    server.collect_ok(&other.tracking_key, "s5", &body, 1).await;
+
+    // The survey's request rate (5 a second, bursts of 10) holds across its sessions, known or
+    // not, and leaves the other survey alone.
+    let mut refused = 0;
+    for i in 0..60 {
+        let reply = server
+            .collect(
+                &busy.tracking_key,
+                &format!("s{}", i % 5),
+                Some("application/json"),
+                body.clone(),
+            )
+            .await;
+        match reply.status {
+            201 => {}
+            429 => {
+                assert!(reply.header("retry-after").is_some());
+                refused += 1;
+            }
+            other => panic!("unexpected {other}: {}", reply.text),
+        }
+    }
+    assert!(refused >= 10, "only {refused} of 60 requests were refused");
+    server.collect_ok(&other.tracking_key, "s6", &body, 1).await;
 }
