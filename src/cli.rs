@@ -204,6 +204,12 @@ pub struct ServeArgs {
     #[arg(long, env = "TELLTALE_HEADER_TIMEOUT_SECS", default_value_t = 10)]
     pub header_timeout_secs: u64,
 
+    /// Seconds after which an instance that stopped reporting itself (every second) no longer
+    /// holds up erasures: a deletion completes once every instance seen within this time has
+    /// purged its write-ahead log of the session.
+    #[arg(long, env = "TELLTALE_INSTANCE_LEASE_SECS", default_value_t = 30)]
+    pub instance_lease_secs: u64,
+
     /// Integration API requests per key per rolling minute.
     #[arg(long, env = "TELLTALE_API_RATE_PER_MINUTE", default_value_t = 120)]
     pub api_rate_per_minute: u32,

@@ -7,7 +7,10 @@
 //!    session back), without counting an attempt;
 //! 2. load the tombstone into the collector, then purge the write-ahead log: everything logged
 //!    is flushed (the deleted session's batches are dropped on the way), and every segment is
-//!    deleted;
+//!    deleted; then wait, without counting an attempt, until every other serving instance seen
+//!    within its lease has done the same (each reports the tombstones its last purge covered,
+//!    see [`LogPurger`]), so no log in the fleet holds the session and no instance can write it
+//!    to the lake after the rewrite below;
 //! 3. find the live files holding the session: events files whose session range covers one of
 //!    its identifiers, every features and scores file of the survey; rewrite each without the
 //!    session's rows;
@@ -40,6 +43,9 @@ pub const MAX_ATTEMPTS: u32 = 5;
 const LEASE_MS: i64 = 5 * 60 * 1000;
 /// How often the worker looks for due deletions when nothing wakes it.
 const POLL_PERIOD: Duration = Duration::from_secs(1);
+/// How often a serving instance reports itself alive and checks for new tombstones to purge
+/// its log of.
+const REPORT_PERIOD: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 enum AttemptError {
@@ -55,6 +61,41 @@ enum AttemptError {
     Join(#[from] tokio::task::JoinError),
 }
 
+/// A serving instance's side of fleet-wide erasure: whenever it has loaded tombstones newer than
+/// its last purge, it purges its write-ahead log, and it reports (every [`REPORT_PERIOD`]) that
+/// it is alive and which tombstones its last purge covered. A deletion's erasure waits until
+/// every instance seen within the instance lease has covered its tombstone.
+pub struct LogPurger {
+    catalog: Arc<dyn Catalog>,
+    ingestor: Ingestor,
+    instance: String,
+    /// The newest tombstone id loaded before the last completed purge.
+    purged_through: tokio::sync::Mutex<i64>,
+}
+
+impl LogPurger {
+    /// Loads new tombstones; purges the log if any arrived since the last purge; reports.
+    /// Returns the tombstone id the log is now purged through.
+    pub async fn purge_if_behind(&self) -> Result<i64, IngestError> {
+        let mut purged_through = self.purged_through.lock().await;
+        self.ingestor.refresh_tombstones().await?;
+        let loaded = self.ingestor.loaded_tombstone_id();
+        let result = if loaded > *purged_through {
+            self.ingestor.purge_log().await.map(|()| {
+                *purged_through = loaded;
+            })
+        } else {
+            Ok(())
+        };
+        // Reported even when the purge failed: the instance is alive, and erasures must keep
+        // waiting for it rather than treat it as gone.
+        self.catalog
+            .report_instance(&self.instance, catalog::now_millis(), *purged_through)
+            .await?;
+        result.map(|()| *purged_through)
+    }
+}
+
 /// How an attempt ended, short of an error.
 enum Attempt {
     Completed,
@@ -68,6 +109,10 @@ pub struct DeletionService {
     catalog: Arc<dyn Catalog>,
     lake: Lake,
     ingestor: Option<Ingestor>,
+    /// Present on a serving instance (one with a log).
+    purger: Option<Arc<LogPurger>>,
+    /// An instance not seen for this long no longer holds up erasures.
+    instance_lease: Duration,
     owner: String,
     wake: Arc<tokio::sync::Notify>,
 }
@@ -86,14 +131,39 @@ impl DeletionService {
         lake: Lake,
         ingestor: Option<Ingestor>,
         owner: String,
+        instance_lease: Duration,
     ) -> DeletionService {
+        let purger = ingestor.as_ref().map(|ingestor| {
+            Arc::new(LogPurger {
+                catalog: Arc::clone(&catalog),
+                ingestor: ingestor.clone(),
+                instance: owner.clone(),
+                purged_through: tokio::sync::Mutex::new(0),
+            })
+        });
         DeletionService {
             catalog,
             lake,
             ingestor,
+            purger,
+            instance_lease,
             owner,
             wake: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// On a serving instance: purges the log whenever new tombstones arrive and reports the
+    /// instance alive, every [`REPORT_PERIOD`], until the task is dropped.
+    pub fn spawn_purger(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let purger = Arc::clone(self.purger.as_ref()?);
+        Some(tokio::spawn(async move {
+            loop {
+                if let Err(error) = purger.purge_if_behind().await {
+                    tracing::warn!(%error, "could not purge the log of deleted sessions; erasures wait for this instance");
+                }
+                tokio::time::sleep(REPORT_PERIOD).await;
+            }
+        }))
     }
 
     /// Records a deletion (tombstone first) and makes this instance's collector discard the
@@ -207,9 +277,23 @@ impl DeletionService {
         if self.catalog.has_active_scoring_run(survey).await? {
             return Ok(Attempt::Deferred("a scoring run is active on the survey"));
         }
-        if let Some(ingestor) = &self.ingestor {
-            ingestor.refresh_tombstones().await?;
-            ingestor.purge_log().await?;
+        if let Some(purger) = &self.purger {
+            purger.purge_if_behind().await?;
+        }
+        let lease_ms = i64::try_from(self.instance_lease.as_millis()).unwrap_or(i64::MAX);
+        let waiting = self
+            .catalog
+            .instances_yet_to_purge(
+                survey,
+                reference,
+                catalog::now_millis().saturating_sub(lease_ms),
+            )
+            .await?;
+        if !waiting.is_empty() {
+            tracing::debug!(?waiting, "erasure waits for instances to purge their logs");
+            return Ok(Attempt::Deferred(
+                "other instances have not yet purged their logs",
+            ));
         }
         let identifiers = self
             .catalog

@@ -50,8 +50,10 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         lake.clone(),
         Some(ingestor.clone()),
         instance.clone(),
+        Duration::from_secs(args.instance_lease_secs.max(1)),
     );
     let deletion_worker = deletions.spawn();
+    let log_purger = deletions.spawn_purger();
     let compactor = (args.compaction_interval_secs > 0).then(|| {
         crate::erasure::spawn_compaction(
             catalog.clone(),
@@ -124,6 +126,9 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     // An erasure or compaction cut short is repeated from the start after the next start.
     janitor.abort();
     deletion_worker.abort();
+    if let Some(purger) = log_purger {
+        purger.abort();
+    }
     if let Some(compactor) = compactor {
         compactor.abort();
     }

@@ -295,6 +295,19 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
     /// Tombstoned identifiers with an id above `after`, oldest first.
     async fn tombstoned_identifiers_after(&self, after: i64) -> Result<Vec<TombstonedIdentifier>>;
 
+    /// Records that the serving instance is alive at `now` and has purged its write-ahead log
+    /// after loading every tombstone up to id `purged_through` (never lowered).
+    async fn report_instance(&self, instance: &str, now: i64, purged_through: i64) -> Result<()>;
+
+    /// Instances seen at or after `seen_since` that have not yet purged their log since loading
+    /// the reference's tombstone: the erasure of that session waits for them.
+    async fn instances_yet_to_purge(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        seen_since: i64,
+    ) -> Result<Vec<String>>;
+
     // --- rewrites of live files (erasure, compaction) ---
 
     /// Records objects `owner` is about to upload that are not live yet, so that a crash

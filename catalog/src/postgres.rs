@@ -1085,6 +1085,43 @@ impl Catalog for PgCatalog {
         Ok(())
     }
 
+    async fn report_instance(&self, instance: &str, now: i64, purged_through: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO instances (instance_id, seen_at, purged_through) VALUES ($1, $2, $3)
+             ON CONFLICT (instance_id) DO UPDATE SET
+                 seen_at = excluded.seen_at,
+                 purged_through = greatest(instances.purged_through, excluded.purged_through)",
+        )
+        .bind(instance)
+        .bind(now)
+        .bind(purged_through)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn instances_yet_to_purge(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        seen_since: i64,
+    ) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT instance_id FROM instances
+             WHERE seen_at >= $1 AND purged_through <
+                 (SELECT id FROM tombstones WHERE survey_id = $2 AND reference = $3)
+             ORDER BY instance_id",
+        )
+        .bind(seen_since)
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok(row.try_get::<String, _>(0)?))
+            .collect()
+    }
+
     async fn tombstoned_identifiers_after(&self, after: i64) -> Result<Vec<TombstonedIdentifier>> {
         let rows = sqlx::query(
             "SELECT id, survey_id, identifier_sha256 FROM tombstoned_identifiers
@@ -1170,6 +1207,23 @@ impl Catalog for PgCatalog {
                 now,
             )
             .await?;
+            // A run's list of sessions it could not score names them by reference.
+            let runs = sqlx::query(
+                "SELECT id, failures FROM scoring_runs WHERE survey_id = $1 AND failures <> '[]'",
+            )
+            .bind(survey)
+            .fetch_all(&mut *tx)
+            .await?;
+            for run in runs {
+                let (id, failures): (String, String) = (run.try_get(0)?, run.try_get(1)?);
+                if let Some(kept) = rows::failures_without(&failures, erasure)? {
+                    sqlx::query("UPDATE scoring_runs SET failures = $1 WHERE id = $2")
+                        .bind(kept)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
         }
         tx.commit().await?;
         Ok(true)
@@ -1270,7 +1324,7 @@ impl Catalog for PgCatalog {
     /// now rather than at autovacuum's leisure. What the server's own write-ahead log and
     /// backups retain is the operator's to bound (docs/deploy.md).
     async fn scrub(&self) -> Result<()> {
-        sqlx::raw_sql("VACUUM sessions, session_scores, lake_files")
+        sqlx::raw_sql("VACUUM sessions, session_scores, scoring_runs, lake_files")
             .execute(&self.pool)
             .await?;
         Ok(())

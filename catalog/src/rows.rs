@@ -184,6 +184,28 @@ pub(crate) fn failures_json(failures: &[ScoringFailure]) -> Result<String> {
     serde_json::to_string(failures).map_err(|error| Error::Corrupt(error.to_string()))
 }
 
+/// A run's failures without those naming the erased session (by reference or identifier), or
+/// None when none did.
+pub(crate) fn failures_without(
+    failures: &str,
+    erasure: &crate::SessionErasure,
+) -> Result<Option<String>> {
+    let mut list: Vec<ScoringFailure> =
+        serde_json::from_str(failures).map_err(|error| Error::Corrupt(error.to_string()))?;
+    let before = list.len();
+    list.retain(|failure| {
+        !failure.session_id.eq_ignore_ascii_case(&erasure.reference)
+            && !erasure
+                .identifiers
+                .iter()
+                .any(|identifier| identifier == &failure.session_id)
+    });
+    if list.len() == before {
+        return Ok(None);
+    }
+    failures_json(&list).map(Some)
+}
+
 pub(crate) const DELETION_COLUMNS: &str = "survey_id, reference, status, attempts, requested_at,
     updated_at, completed_at, error, next_attempt_at, owner, lease_until";
 

@@ -991,6 +991,43 @@ impl Catalog for SqliteCatalog {
         Ok(())
     }
 
+    async fn report_instance(&self, instance: &str, now: i64, purged_through: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO instances (instance_id, seen_at, purged_through) VALUES (?, ?, ?)
+             ON CONFLICT (instance_id) DO UPDATE SET
+                 seen_at = excluded.seen_at,
+                 purged_through = max(instances.purged_through, excluded.purged_through)",
+        )
+        .bind(instance)
+        .bind(now)
+        .bind(purged_through)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn instances_yet_to_purge(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        seen_since: i64,
+    ) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT instance_id FROM instances
+             WHERE seen_at >= ? AND purged_through <
+                 (SELECT id FROM tombstones WHERE survey_id = ? AND reference = ?)
+             ORDER BY instance_id",
+        )
+        .bind(seen_since)
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok(row.try_get::<String, _>(0)?))
+            .collect()
+    }
+
     async fn tombstoned_identifiers_after(&self, after: i64) -> Result<Vec<TombstonedIdentifier>> {
         let rows = sqlx::query(
             "SELECT id, survey_id, identifier_sha256 FROM tombstoned_identifiers
@@ -1229,6 +1266,23 @@ async fn swap_on(
             .await?;
         insert_tombstoned_identifiers(&mut tx, &erasure.survey_id, &erasure.identifier_hashes, now)
             .await?;
+        // A run's list of sessions it could not score names them by reference.
+        let runs = sqlx::query(
+            "SELECT id, failures FROM scoring_runs WHERE survey_id = ? AND failures <> '[]'",
+        )
+        .bind(survey)
+        .fetch_all(&mut *tx)
+        .await?;
+        for run in runs {
+            let (id, failures): (String, String) = (run.try_get(0)?, run.try_get(1)?);
+            if let Some(kept) = rows::failures_without(&failures, erasure)? {
+                sqlx::query("UPDATE scoring_runs SET failures = ? WHERE id = ?")
+                    .bind(kept)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
     }
     tx.commit().await?;
     Ok(true)

@@ -138,6 +138,7 @@ conformance!(
     scores_and_erasure_show_in_lookup,
     a_deletion_is_claimed_by_one_instance,
     a_partition_is_compacted_by_one_instance_at_a_time,
+    an_erasure_waits_for_live_instances_that_have_not_purged,
 );
 
 const REFERENCE: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
@@ -429,6 +430,28 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
             .await
             .expect("record")
     );
+    // The run could not score three sessions: one by the reference (in upper case), one by a
+    // linked identifier, one of another session.
+    let failure = |session_id: &str| ScoringFailure {
+        session_id: session_id.to_owned(),
+        code: Some("no_events".to_owned()),
+        message: "nothing to score".to_owned(),
+    };
+    let progress = RunProgress {
+        total: 4,
+        scored: 1,
+        skipped: 0,
+        failed: 3,
+        failures: vec![
+            failure(&REFERENCE.to_uppercase()),
+            failure("tab-2"),
+            failure("other-reference"),
+        ],
+    };
+    catalog
+        .report_run_progress(&run.id, "w", 60_000, &progress)
+        .await
+        .expect("progress");
     let references = vec![
         REFERENCE.to_owned(),
         REFERENCE.to_owned(),
@@ -506,6 +529,61 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
         .await
         .expect("lookup");
     assert_eq!(still.len(), 1, "other sessions are untouched");
+    // The run's failures no longer name the erased session; its counters stay.
+    let run = catalog
+        .scoring_run(&survey.id, &run.id)
+        .await
+        .expect("run")
+        .expect("exists");
+    assert_eq!(run.failures, [failure("other-reference")]);
+    assert_eq!(run.failed, 3);
+}
+
+async fn an_erasure_waits_for_live_instances_that_have_not_purged(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    let waiting = |seen_since| catalog.instances_yet_to_purge(&survey.id, REFERENCE, seen_since);
+    // No tombstone yet: nothing to wait for; then instances report as they purge.
+    assert!(waiting(0).await.expect("waiting").is_empty());
+    catalog
+        .report_instance("a", 10_000, 0)
+        .await
+        .expect("report");
+    catalog
+        .report_instance("b", 10_000, 0)
+        .await
+        .expect("report");
+    catalog
+        .request_session_deletion(&survey.id, REFERENCE)
+        .await
+        .expect("delete");
+    let tombstone = catalog
+        .tombstones_after(0)
+        .await
+        .expect("tombstones")
+        .into_iter()
+        .find(|tombstone| tombstone.reference == REFERENCE)
+        .expect("tombstoned")
+        .id;
+    assert_eq!(waiting(0).await.expect("waiting"), ["a", "b"]);
+    catalog
+        .report_instance("a", 11_000, tombstone)
+        .await
+        .expect("report");
+    assert_eq!(waiting(0).await.expect("waiting"), ["b"]);
+    // Reports never lower what an instance has purged through.
+    catalog
+        .report_instance("a", 12_000, 0)
+        .await
+        .expect("report");
+    assert_eq!(waiting(0).await.expect("waiting"), ["b"]);
+    // An instance not seen since the lease began no longer holds the erasure up.
+    assert!(waiting(10_500).await.expect("waiting").is_empty());
+    catalog
+        .report_instance("b", 13_000, tombstone + 5)
+        .await
+        .expect("report");
+    assert!(waiting(0).await.expect("waiting").is_empty());
 }
 
 async fn a_partition_is_compacted_by_one_instance_at_a_time(fixture: Fixture) {

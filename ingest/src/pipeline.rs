@@ -187,6 +187,10 @@ struct Inner {
     lake_watermark: AtomicU64,
     stats_lock: tokio::sync::Mutex<()>,
     flush_lock: tokio::sync::Mutex<()>,
+    /// Held shared by a batch from its tombstone check until it is logged; a purge takes it
+    /// exclusively for a moment first, so that no batch checked against older tombstones can
+    /// reach the log after the purge.
+    admission: tokio::sync::RwLock<()>,
     flush_wanted: tokio::sync::Notify,
     /// Set on shutdown: the background consumers finish the step they are in, then stop.
     stopping: tokio::sync::watch::Sender<bool>,
@@ -279,6 +283,7 @@ impl Ingestor {
                 stats_watermark: AtomicU64::new(stats_watermark),
                 lake_watermark: AtomicU64::new(lake_watermark),
                 stats_lock: tokio::sync::Mutex::new(()),
+                admission: tokio::sync::RwLock::new(()),
                 flush_lock: tokio::sync::Mutex::new(()),
                 flush_wanted: tokio::sync::Notify::new(),
                 stopping: tokio::sync::watch::Sender::new(false),
@@ -303,6 +308,7 @@ impl Ingestor {
         batch::validate_identifier(identifier).map_err(IngestError::InvalidIdentifier)?;
         let survey_id = self.survey_for_tracking_key(tracking_key).await?;
         let count = batch::count_batch_events(&body)?;
+        let _admitted = self.inner.admission.read().await;
         if self.is_deleted(&survey_id, identifier, &body).await? {
             return Ok(Accepted::Deleted { count });
         }
@@ -480,6 +486,12 @@ impl Ingestor {
         Ok(())
     }
 
+    /// The id of the newest reference tombstone loaded so far: a purge after this call covers
+    /// every session tombstoned up to it.
+    pub fn loaded_tombstone_id(&self) -> i64 {
+        self.inner.tombstones.read().last_reference_id
+    }
+
     /// Whether the session a reference names is deleted (tombstoned) in the survey.
     pub fn is_tombstoned(&self, survey_id: &SurveyId, reference: &str) -> bool {
         self.inner
@@ -498,6 +510,9 @@ impl Ingestor {
     /// truncation (a consumer could not catch up, or a file could not be deleted): an erasure
     /// must not report success while its bytes may still be on disk.
     pub async fn purge_log(&self) -> Result<(), IngestError> {
+        // Batches that passed their tombstone check before the caller loaded the tombstones
+        // are logged before the purge begins.
+        drop(self.inner.admission.write().await);
         self.make_visible().await?;
         let purge = self.inner.wal.start_purge().await?;
         // Records logged between the first pass and the roll sit in a closed segment too.
@@ -588,6 +603,9 @@ impl Ingestor {
         // From here on a failure repeats this exact range.
         *self.inner.retry_through.lock() = Some(through_lsn);
         let references = self.references_for(&records).await?;
+        // Tombstones as of now, not of the last statistics tick: an instance that was stalled
+        // (or partitioned) past a deletion's wait for it must not write the session back.
+        self.refresh_tombstones().await?;
         let tombstones = self.tombstones_of(records.iter().map(|record| &record.survey_id));
         let instance = self.inner.config.instance_id.clone();
         let files = tokio::task::spawn_blocking(move || {

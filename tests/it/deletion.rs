@@ -120,7 +120,7 @@ async fn score_survey(server: &TestServer, key: &str, survey_id: &str) {
 
 /// Sends `batches` batches of `per_batch` pointer events for an identifier, the first batch
 /// starting with a `session` event naming `reference` when one is given.
-async fn send_session(
+pub(crate) async fn send_session(
     server: &TestServer,
     survey: &Survey,
     identifier: &str,
@@ -180,7 +180,7 @@ fn event_rows_by_session(server: &TestServer) -> BTreeMap<String, u64> {
 
 /// Rows of any lake table (events, scores, features) that mention any of `needles`, in any
 /// column, found by DuckDB reading every Parquet file under the lake.
-fn lake_rows_mentioning(server: &TestServer, needles: &[&str]) -> Vec<Value> {
+pub(crate) fn lake_rows_mentioning(server: &TestServer, needles: &[&str]) -> Vec<Value> {
     let mut found = Vec::new();
     let lake = server.lake_dir();
     for table in ["events", "scores", "features"] {
@@ -207,7 +207,7 @@ fn lake_rows_mentioning(server: &TestServer, needles: &[&str]) -> Vec<Value> {
 }
 
 /// Every regular file under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return files;

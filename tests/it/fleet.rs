@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 use scorer::synthetic::Behaviour;
 use serde_json::json;
 
-use crate::deletion::{request_deletion, wait_deletion_done};
-use crate::harness::{TestServer, batch, now_millis, pointermove};
+use crate::deletion::{
+    get_deletion, lake_rows_mentioning, request_deletion, send_session, wait_deletion_done,
+};
+use crate::harness::{TestServer, batch, new_uuid, now_millis, pointermove};
 use crate::scoring::{
     HAND_SET_MODEL, NO_API_LIMIT, post_session, start_run, wait_finished, wait_scored,
 };
@@ -202,4 +204,124 @@ async fn the_api_limit_holds_for_the_fleet_together() {
         assert!((1..=60).contains(&retry_after), "{retry_after}");
         assert!(reply.json()["error"].is_string());
     }
+}
+
+/// The catalog tables holding `needle` (any letter case) in any column of any row.
+fn catalog_tables_holding(server: &TestServer, needle: &str) -> Vec<String> {
+    let tables = server.catalog_sql(&format!(
+        "SELECT table_name FROM information_schema.tables
+         WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'
+           AND lower(query_to_xml(format('SELECT * FROM %I', table_name), true, false, '')::text)
+               LIKE '%{}%'
+         ORDER BY table_name",
+        needle.to_lowercase()
+    ));
+    tables.lines().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn a_fleet_deletion_completes_once_every_live_instance_has_purged_its_log() {
+    let args = [
+        "--api-rate-per-minute",
+        NO_API_LIMIT,
+        "--instance-lease-secs",
+        "3",
+    ];
+    let first = TestServer::start_scale_out(&args).await;
+    let second = TestServer::start_sharing(&first, &args).await;
+    let key = first.key().to_owned();
+    let survey = first.provision_ok(&key, "erase", "Erase").await;
+    let sid = survey.survey_id.clone();
+
+    // Session x on both instances (a second tab of it on the second); session y on the second
+    // only; a session that stays.
+    let (x, x_tab, y, kept) = (
+        new_uuid(),
+        format!("tab-{}", &new_uuid()[..8]),
+        new_uuid(),
+        new_uuid(),
+    );
+    let x_events = send_session(&first, &survey, &x, None, 2, 20).await
+        + send_session(&second, &survey, &x, None, 2, 20).await
+        + send_session(&second, &survey, &x_tab, Some(&x), 2, 20).await;
+    let y_events = send_session(&second, &survey, &y, None, 2, 20).await;
+    let kept_events = send_session(&first, &survey, &kept, None, 2, 20).await;
+    first
+        .lookup_until_counts(
+            &key,
+            &sid,
+            &[
+                (x.clone(), x_events),
+                (y.clone(), y_events),
+                (kept.clone(), kept_events),
+            ],
+            Duration::from_secs(10),
+        )
+        .await;
+    for needle in [&x, &x_tab, &y] {
+        assert!(
+            second.log_occurrences(needle) > 0,
+            "the second instance's log holds {needle} before the deletion"
+        );
+    }
+
+    // Deleted through the first instance: when it reports completed, no instance's log, no
+    // lake file and no catalog row holds the session (the reference stays in the tombstone
+    // and the deletion record only).
+    let reply = request_deletion(&first, &key, &sid, &x).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let done = wait_deletion_done(&first, &key, &sid, &x).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    for instance in [&first, &second] {
+        for needle in [&x, &x_tab] {
+            assert_eq!(
+                instance.log_occurrences(needle),
+                0,
+                "{needle} is still in the log of {}",
+                instance.base_url()
+            );
+        }
+    }
+    let mentions = lake_rows_mentioning(&first, &[&x, &x_tab]);
+    assert!(mentions.is_empty(), "{mentions:?}");
+    assert_eq!(
+        catalog_tables_holding(&first, &x),
+        ["session_deletions", "tombstones"]
+    );
+    assert!(catalog_tables_holding(&first, &x_tab).is_empty());
+    // The scan finds what is there: the kept session's row (and perhaps a file's session range).
+    assert!(
+        catalog_tables_holding(&first, &kept).contains(&"sessions".to_owned()),
+        "{:?}",
+        catalog_tables_holding(&first, &kept)
+    );
+
+    // The second instance hangs: a deletion waits for it while its lease runs (3 s since it
+    // last reported), then completes without it; back, it purges its log on its own.
+    second.pause();
+    let paused = Instant::now();
+    let reply = request_deletion(&first, &key, &sid, &y).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let waiting = get_deletion(&first, &key, &sid, &y).await.json()["data"].clone();
+    assert_eq!(waiting["status"], "pending", "{waiting}");
+    let done = wait_deletion_done(&first, &key, &sid, &y).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(
+        paused.elapsed() >= Duration::from_secs(2),
+        "completed {:?} after the pause, within the lease",
+        paused.elapsed()
+    );
+    second.resume();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while second.log_occurrences(&y) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the second instance did not purge its log after it resumed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mentions = lake_rows_mentioning(&first, &[&y]);
+    assert!(mentions.is_empty(), "{mentions:?}");
+    assert_eq!(second.get("/status/health").await.status, 200);
 }

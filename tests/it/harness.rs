@@ -295,6 +295,47 @@ impl TestServer {
         kib / 1024
     }
 
+    /// SIGSTOP: the process stays, silent, as a hung instance would; [`Self::resume`] wakes it.
+    pub(crate) fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Self::pause`].
+    pub(crate) fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("a running server").id();
+        let sent = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill {signal} failed");
+    }
+
+    /// Occurrences of `needle` (any letter case) in the files of this instance's write-ahead
+    /// log as they are now.
+    pub(crate) fn log_occurrences(&self, needle: &str) -> usize {
+        let needle = needle.to_ascii_lowercase().into_bytes();
+        let Ok(entries) = std::fs::read_dir(self.data_dir.join("wal")) else {
+            return 0;
+        };
+        let mut found = 0;
+        for entry in entries.flatten() {
+            // A file the log deletes while it is read counts as gone.
+            let Ok(mut bytes) = std::fs::read(entry.path()) else {
+                continue;
+            };
+            bytes.make_ascii_lowercase();
+            found += bytes
+                .windows(needle.len())
+                .filter(|window| *window == needle.as_slice())
+                .count();
+        }
+        found
+    }
+
     /// SIGKILL: no shutdown code runs.
     pub(crate) fn kill_hard(&mut self) {
         let mut child = self.child.take().expect("a running server");

@@ -135,13 +135,15 @@ pub(crate) struct ScaleOutStores {
 
 impl ScaleOutStores {
     pub(crate) async fn create(scratch: &Path) -> ScaleOutStores {
+        ScaleOutStores::create_on(scratch, &postgres_admin_url()).await
+    }
+
+    /// On the PostgreSQL server of `admin_url` (a database URL there) instead of the default.
+    pub(crate) async fn create_on(scratch: &Path, admin_url: &str) -> ScaleOutStores {
         let suffix = random_suffix();
         let database = format!("telltale_it_{suffix}");
-        psql(
-            &postgres_admin_url(),
-            &format!("CREATE DATABASE {database}"),
-        );
-        let catalog_url = match postgres_admin_url().rsplit_once('/') {
+        psql(admin_url, &format!("CREATE DATABASE {database}"));
+        let catalog_url = match admin_url.rsplit_once('/') {
             Some((server, _)) => format!("{server}/{database}"),
             None => panic!("TELLTALE_TEST_POSTGRES_URL needs a database path"),
         };
