@@ -533,21 +533,104 @@ mod tests {
             let body = format!("{{{space}\"events\":[{}]{space}}}", events.join(","));
             prop_assume!(crate::batch::count_batch_events(body.as_bytes()).is_ok());
             let raws = crate::batch::batch_events(body.as_bytes()).expect("valid body");
-            let by_serde: Vec<EventRow<'_>> = raws.iter().map(|raw| decode_with_serde(raw)).collect();
-            let by_event: Vec<EventRow<'_>> = raws.iter().map(|raw| decode_event(raw)).collect();
             let fast = raws.iter().filter(|raw| fast::decode_event(raw.get()).is_some()).count();
             FAST_PATH_HITS.with(|hits| hits.set(hits.get() + fast));
-            prop_assert_eq!(&by_event, &by_serde);
-            prop_assert_eq!(&decode_batch(body.as_bytes()).expect("decoded"), &by_serde);
-            let stats: Vec<StatsEvent> = by_serde
-                .iter()
-                .map(|row| StatsEvent {
-                    event_time: row.event_time,
-                    interview_id: row.interview_id.clone(),
-                })
-                .collect();
-            prop_assert_eq!(&stats_events(body.as_bytes()).expect("stats"), &stats);
+            if let Err(failure) = decodes_as_serde(body.as_bytes()) {
+                return Err(TestCaseError::fail(failure));
+            }
         }
+    }
+
+    /// The decoders' contract on any body the collector accepts (its count succeeds; the
+    /// others only ever see such bodies, and may skip validating what it validated): the
+    /// lake's and the statistics' decoders accept it too, and every event decodes (fast path or
+    /// not) exactly as serde decodes it.
+    fn decodes_as_serde(body: &[u8]) -> Result<(), String> {
+        let Ok(count) = crate::batch::count_batch_events(body) else {
+            return Ok(());
+        };
+        let (decoded, stats) = match (decode_batch(body), stats_events(body)) {
+            (Ok(decoded), Ok(stats)) => (decoded, stats),
+            (decoded, stats) => {
+                return Err(format!(
+                    "counted {count} events, but decode {:?}, stats {:?}",
+                    decoded.map(|_| ()),
+                    stats.map(|_| ())
+                ));
+            }
+        };
+        let raws = crate::batch::batch_events(body).map_err(|error| error.to_string())?;
+        let by_serde: Vec<EventRow<'_>> = raws.iter().map(|raw| decode_with_serde(raw)).collect();
+        let by_event: Vec<EventRow<'_>> = raws.iter().map(|raw| decode_event(raw)).collect();
+        if by_serde.len() != count {
+            return Err(format!("counted {count}, serde found {}", by_serde.len()));
+        }
+        if by_event != by_serde {
+            return Err(format!("decode_event {by_event:?} != serde {by_serde:?}"));
+        }
+        if decoded != by_serde {
+            return Err(format!("decode_batch {decoded:?} != serde {by_serde:?}"));
+        }
+        let expected: Vec<StatsEvent> = by_serde
+            .iter()
+            .map(|row| StatsEvent {
+                event_time: row.event_time,
+                interview_id: row.interview_id.clone(),
+            })
+            .collect();
+        if stats != expected {
+            return Err(format!("stats_events {stats:?} != {expected:?}"));
+        }
+        Ok(())
+    }
+
+    use crate::fuzz_mutator as mutator;
+
+    /// Time-bounded fuzzing of the decoders (`TELLTALE_FUZZ_SECS`, tests/fuzz/mutator.rs) from
+    /// the corpus in `tests/fuzz/corpus/events`.
+    #[test]
+    fn fuzz_the_decoders_against_serde() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fuzz/corpus");
+        let dictionary: &[&[u8]] = &[
+            b"{",
+            b"}",
+            b"[",
+            b"]",
+            b",",
+            b":",
+            b"\"",
+            b"\\",
+            b"\\u0000",
+            b"\\ud800",
+            b"null",
+            b"true",
+            b"false",
+            b"-0",
+            b"1e999",
+            b"-1.5e-7",
+            b"9223372036854775808",
+            b"\"type\"",
+            b"\"timestamp\"",
+            b"\"data\"",
+            b"\"x\"",
+            b"\"y\"",
+            b"\"events\"",
+            b"\"pointermove\"",
+            b"\"keyup\"",
+            b"\"session\"",
+            b"\"interviewId\"",
+            b"\"holdMs\"",
+            b"\"trusted\"",
+            b" ",
+            b"\t",
+            b"\xef\xbb\xbf",
+            b"\xff",
+        ];
+        let report = mutator::run("events", &root, dictionary, decodes_as_serde);
+        assert!(
+            report.mutants > 0 || mutator::budget().is_zero(),
+            "{report:?}"
+        );
     }
 
     thread_local! {

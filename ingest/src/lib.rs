@@ -24,4 +24,9 @@ pub mod pipeline;
 pub mod rewrite;
 pub mod wal;
 
+/// The time-bounded fuzzing engine the fuzz tests of [`event_row`] and [`wal`] use.
+#[cfg(test)]
+#[path = "../../tests/fuzz/mutator.rs"]
+mod fuzz_mutator;
+
 pub use pipeline::{Accepted, FlushReport, IngestConfig, IngestError, Ingestor, LogPosition};

@@ -1297,6 +1297,108 @@ mod tests {
         }
     }
 
+    use crate::fuzz_mutator as mutator;
+
+    fn fuzz_corpus_root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fuzz/corpus")
+    }
+
+    /// Replay's contract on a segment of any bytes: no panic, and the records it keeps have
+    /// rising positions. With `reopen` (the full open, which also starts the log's writer and
+    /// fills a 16 MiB spare, so only for some inputs): the log it recovers takes a new record,
+    /// which the next replay returns after the same records.
+    fn replay_recovers_a_usable_log(bytes: &[u8], reopen: bool) -> Result<(), String> {
+        let dir = tempfile::tempdir().map_err(|error| error.to_string())?;
+        fs::write(segment_path(dir.path(), 1), bytes).map_err(|error| error.to_string())?;
+        let Ok(replayed) = replay(dir.path()) else {
+            return Ok(());
+        };
+        let lsns = lsns_of(&replayed);
+        if lsns.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return Err(format!("replayed positions are not rising: {lsns:?}"));
+        }
+        if !reopen {
+            return Ok(());
+        }
+        let (sink, _) = collecting_sink();
+        let Ok((wal, recovered)) = Wal::open(dir.path(), sink) else {
+            return Err("replay read the segment but opening the log failed".to_owned());
+        };
+        if lsns_of(&recovered) != lsns {
+            return Err(format!(
+                "open replayed {:?}, replay {lsns:?}",
+                lsns_of(&recovered)
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| error.to_string())?;
+        let added = runtime
+            .block_on(wal.append(append("after-damage", "{\"events\":[]}")))
+            .map_err(|error| format!("the recovered log refused a record: {error}"))?;
+        drop(wal);
+        let (_, again) = open_log(dir.path());
+        let mut expected: Vec<u64> = lsns;
+        expected.push(added.lsn);
+        let replayed = lsns_of(&again);
+        if replayed != expected {
+            return Err(format!("second replay {replayed:?}, expected {expected:?}"));
+        }
+        Ok(())
+    }
+
+    /// Time-bounded fuzzing of replay (`TELLTALE_FUZZ_SECS`, tests/fuzz/mutator.rs) from the
+    /// segments in `tests/fuzz/corpus/wal`; one input in 32 also through a full open.
+    #[test]
+    fn fuzz_replay_of_damaged_segments() {
+        let mut checked = 0u64;
+        let report = mutator::run("wal", &fuzz_corpus_root(), &[], |bytes| {
+            checked += 1;
+            replay_recovers_a_usable_log(bytes, checked % 32 == 1)
+        });
+        assert!(
+            report.mutants > 0 || mutator::budget().is_zero(),
+            "{report:?}"
+        );
+    }
+
+    /// Writes the seed segments of the replay fuzzing (run once with `--ignored`; the files are
+    /// kept in the repository): what the real writer writes, trimmed of the zero fill.
+    #[test]
+    #[ignore]
+    fn write_the_wal_fuzz_seeds() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let bodies: [&[&str]; 3] = [
+            &["{\"events\":[]}"],
+            &[
+                "{\"events\":[{\"type\":\"pointermove\",\"timestamp\":1,\"data\":{\"x\":1,\"y\":2}}]}",
+                "{\"events\":[{\"type\":\"focus\",\"timestamp\":2,\"data\":{}}]}",
+                "{\"events\":[{\"type\":\"session\",\"timestamp\":3,\"data\":{\"interviewId\":\"1b4e28ba-2fa1-11d2-883f-0016d3cca427\"}}]}",
+            ],
+            &["x", "", "\u{0}\u{ff}", "{\"events\":[1,2,3]}"],
+        ];
+        for (index, bodies) in bodies.iter().enumerate() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (wal, _) = open_log(dir.path());
+            let mut end = Vec::new();
+            for (i, body) in bodies.iter().enumerate() {
+                let record = runtime
+                    .block_on(wal.append(append(&format!("browser-{i}"), body)))
+                    .expect("append");
+                record.encode_into(&mut end).expect("encode");
+            }
+            drop(wal);
+            let target = fuzz_corpus_root()
+                .join("wal")
+                .join(format!("segment-{index}"));
+            fs::write(target, &end).expect("write a seed");
+        }
+    }
+
     /// Opens the log in `dir` with a sink nobody reads.
     fn open_log(dir: &Path) -> (Wal, Recovered) {
         let (sink, _) = collecting_sink();

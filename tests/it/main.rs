@@ -15,6 +15,7 @@ mod durability;
 mod embed;
 mod faults;
 mod fleet;
+mod fuzz;
 mod lake;
 mod limits;
 mod lookup;
