@@ -16,6 +16,8 @@ use anyhow::{Context, bail};
 pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) base: String,
+    /// The bootstrap integration key the first start on a catalog prints; empty for an
+    /// instance joining a catalog that already has one.
     pub(crate) key: String,
 }
 
@@ -47,9 +49,20 @@ pub(crate) fn start_server_with_env(
     // commit's binary: BENCH_TELLTALE_BIN=/tmp/telltale-parent.
     let binary = std::env::var_os("BENCH_TELLTALE_BIN")
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_telltale").into());
+    // A fixed address when the caller gives one (a restart on the same port), else any port.
+    let bind = if extra.contains(&"--bind") {
+        Vec::new()
+    } else {
+        vec!["--bind", "127.0.0.1:0"]
+    };
     let mut child = Command::new(binary)
-        .args(["serve", "--bind", "127.0.0.1:0", "--collector-ip-rate", "0"])
+        .arg("serve")
+        .args(bind)
+        .args(["--collector-ip-rate", "0"])
         .args(["--collector-identifier-rate", "0"])
+        // All load is one survey: its request limit stays on (its cost is measured) but out of
+        // reach. An environment variable, so that an older binary without it still starts.
+        .env("TELLTALE_COLLECTOR_SURVEY_RATE", "1000000")
         .args(log_filter)
         .arg("--data-dir")
         .arg(data_dir)
@@ -66,8 +79,13 @@ pub(crate) fn start_server_with_env(
         .spawn()
         .context("starting telltale")?;
     let stdout = child.stdout.take().context("no stdout")?;
+    // From here on dropping `server` (on any error) kills the process.
+    let mut server = Server {
+        child,
+        base: String::new(),
+        key: String::new(),
+    };
     let mut lines = BufReader::new(stdout).lines();
-    let mut key = None;
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         let Some(line) = lines.next() else {
@@ -75,16 +93,13 @@ pub(crate) fn start_server_with_env(
         };
         let line = line?;
         if let Some(value) = line.strip_prefix("TELLTALE_INTEGRATION_KEY=") {
-            key = Some(value.to_owned());
+            server.key = value.to_owned();
         }
         if let Some(address) = line.strip_prefix("telltale listening on ") {
             // Keep draining stdout so the server never blocks on a full pipe.
             std::thread::spawn(move || for _ in lines {});
-            return Ok(Server {
-                child,
-                base: address.to_owned(),
-                key: key.context("no key printed")?,
-            });
+            server.base = address.to_owned();
+            return Ok(server);
         }
     }
     bail!("telltale did not start in time")
