@@ -60,9 +60,13 @@ pub(crate) fn start_server_with_env(
         .args(bind)
         .args(["--collector-ip-rate", "0"])
         .args(["--collector-identifier-rate", "0"])
-        // All load is one survey: its request limit stays on (its cost is measured) but out of
-        // reach. An environment variable, so that an older binary without it still starts.
+        // All load is one survey: its request limit and new-session budget stay on (their cost
+        // is measured) but out of reach. Environment variables, so that an older binary
+        // without them still starts.
         .env("TELLTALE_COLLECTOR_SURVEY_RATE", "1000000")
+        // Bulk loads start tens of thousands of sessions a second, past the default budget of
+        // new sessions (20,000 a minute) that real respondents never reach.
+        .env("TELLTALE_COLLECTOR_NEW_SESSIONS_PER_MINUTE", "1000000000")
         .args(log_filter)
         .arg("--data-dir")
         .arg(data_dir)
