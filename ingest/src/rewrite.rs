@@ -426,11 +426,19 @@ pub async fn replace_files(
     Ok(true)
 }
 
-/// A place where crash tests stop a rewrite: with `TELLTALE_TEST_REWRITE_PAUSE=<point>` in the
-/// environment, the rewrite logs that it reached the point and waits there for a minute, long
-/// enough for the test to kill the process. Without the variable this does nothing.
+/// The point at which every rewrite of this process pauses, for crash tests.
+static PAUSE_AT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// For crash tests: every rewrite of this process logs that it reached `point` (`"uploaded"`,
+/// `"swapped"`) and waits there for a minute, long enough for the test to kill the process. Set
+/// once, by the binary (from `TELLTALE_TEST_REWRITE_PAUSE`); this crate reads no environment.
+pub fn pause_rewrites_at(point: String) {
+    let _ = PAUSE_AT.set(point);
+}
+
+/// A place where crash tests stop a rewrite (see [`pause_rewrites_at`]); otherwise nothing.
 async fn crash_point(point: &str) {
-    if std::env::var("TELLTALE_TEST_REWRITE_PAUSE").is_ok_and(|wanted| wanted == point) {
+    if PAUSE_AT.get().is_some_and(|wanted| wanted == point) {
         tracing::warn!(point, "rewrite paused for a crash test");
         tokio::time::sleep(std::time::Duration::from_secs(60)).await;
     }
