@@ -492,14 +492,6 @@ impl Ingestor {
         self.inner.tombstones.read().last_reference_id
     }
 
-    /// Whether the session a reference names is deleted (tombstoned) in the survey.
-    pub fn is_tombstoned(&self, survey_id: &SurveyId, reference: &str) -> bool {
-        self.inner
-            .tombstones
-            .read()
-            .has_reference(survey_id, reference)
-    }
-
     /// Makes the log forget everything acknowledged before this call: it is flushed (deleted
     /// sessions' batches are dropped on the way, see [`Ingestor::flush`]), the open segment is
     /// closed into a fresh file, and every closed segment, free file and recycled spare is
@@ -741,15 +733,6 @@ impl Ingestor {
             }
         }
         Ok(())
-    }
-
-    /// The log's sequence number of the last durable batch, and each consumer's watermark.
-    pub fn positions(&self) -> (u64, u64, u64) {
-        (
-            self.inner.wal.last_lsn(),
-            self.inner.stats_watermark.load(Ordering::Acquire),
-            self.inner.lake_watermark.load(Ordering::Acquire),
-        )
     }
 
     /// Deletes the log segments both consumers are past. File deletion and directory syncs can
