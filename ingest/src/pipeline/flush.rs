@@ -1,0 +1,498 @@
+//! From the log to the lake and the catalog: session statistics, flushes into Parquet files,
+//! the log's truncation and purge.
+
+use super::*;
+
+impl Ingestor {
+    /// Makes the log forget everything acknowledged before this call: it is flushed (deleted
+    /// sessions' batches are dropped on the way, see [`Ingestor::flush`]), the open segment is
+    /// closed into a fresh file, and every closed segment, free file and recycled spare is
+    /// deleted (see [`Wal::start_purge`]). An erasure calls this, so that no byte of the
+    /// erased session stays in the log.
+    ///
+    /// Fails, leaving the erasure to retry, when a segment from before the call survives
+    /// truncation (a consumer could not catch up, or a file could not be deleted): an erasure
+    /// must not report success while its bytes may still be on disk.
+    pub async fn purge_log(&self) -> Result<(), IngestError> {
+        // Batches that passed their tombstone check before the caller loaded the tombstones
+        // are logged before the purge begins.
+        drop(self.inner.admission.write().await);
+        self.make_visible().await?;
+        let purge = self.inner.wal.start_purge().await?;
+        // Records logged between the first pass and the roll sit in a closed segment too.
+        self.make_visible().await?;
+        let through = self.consumed_through();
+        let retained = tokio::task::spawn_blocking(move || purge.finish(through))
+            .await?
+            .map_err(Arc::new)?;
+        if retained {
+            return Err(IngestError::LogNotPurged);
+        }
+        Ok(())
+    }
+
+    /// Applies pending session statistics to the catalog.
+    pub async fn apply_stats(&self) -> Result<usize, IngestError> {
+        let _guard = self.inner.stats_lock.lock().await;
+        let records = self
+            .inner
+            .stats_pending
+            .lock()
+            .snapshot_prefix(self.inner.config.flush_bytes, None);
+        let Some(through_lsn) = records.last().map(|record| record.lsn) else {
+            return Ok(0);
+        };
+        let tombstones = self.tombstones_of(records.iter().map(|record| &record.survey_id));
+        let deltas = tokio::task::spawn_blocking(move || {
+            let mut deltas = session_deltas(&records);
+            if let Some(tombstones) = &tombstones {
+                deltas.retain(|delta| {
+                    !tombstones.erases(
+                        &delta.survey_id,
+                        &delta.identifier,
+                        delta.reference.as_deref(),
+                    )
+                });
+            }
+            deltas
+        })
+        .await?;
+        self.inner
+            .catalog
+            .apply_session_stats(&self.inner.config.instance_id, through_lsn, &deltas)
+            .await?;
+        {
+            let mut references = self.inner.references.lock();
+            if references.len() > MAX_REMEMBERED_REFERENCES {
+                // A fresh map, not `clear`, so the memory is returned too.
+                *references = HashMap::new();
+            }
+            for delta in &deltas {
+                if let Some(reference) = &delta.reference {
+                    let key = (delta.survey_id.clone(), delta.identifier.clone());
+                    if delta.reference_explicit || !references.contains_key(&key) {
+                        references.insert(key, reference.clone());
+                    }
+                }
+            }
+        }
+        self.inner.stats_pending.lock().drain_through(through_lsn);
+        self.inner
+            .stats_watermark
+            .store(through_lsn, Ordering::Release);
+        self.truncate_log().await;
+        Ok(deltas.len())
+    }
+
+    /// Writes every batch logged so far to the lake and makes the files live.
+    pub async fn flush(&self) -> Result<FlushReport, IngestError> {
+        // References learned from the stream first, so the files carry them. A failure here
+        // must not stop the lake: the files then fall back to what the catalog knows.
+        if let Err(error) = self.apply_stats().await {
+            tracing::warn!(%error, "statistics not applied before the flush");
+        }
+        let _guard = self.inner.flush_lock.lock().await;
+        let retry_through = *self.inner.retry_through.lock();
+        // Bounded, so a backlog (after an outage or a long replay) is written in several files
+        // instead of being decoded all at once.
+        let records = self
+            .inner
+            .lake_pending
+            .lock()
+            .snapshot_prefix(self.inner.config.flush_bytes, retry_through);
+        let (Some(first), Some(last)) = (records.first(), records.last()) else {
+            return Ok(FlushReport::default());
+        };
+        let (first_lsn, through_lsn) = (first.lsn, last.lsn);
+        // From here on a failure repeats this exact range.
+        *self.inner.retry_through.lock() = Some(through_lsn);
+        let references = self.references_for(&records).await?;
+        // Tombstones as of now, not of the last statistics tick: an instance that was stalled
+        // (or partitioned) past a deletion's wait for it must not write the session back.
+        self.refresh_tombstones().await?;
+        let tombstones = self.tombstones_of(records.iter().map(|record| &record.survey_id));
+        let instance = self.inner.config.instance_id.clone();
+        let files = tokio::task::spawn_blocking(move || {
+            build_event_files(
+                &records,
+                &references,
+                tombstones.as_ref(),
+                &instance,
+                first_lsn,
+                through_lsn,
+            )
+        })
+        .await??;
+
+        let mut committed = Vec::with_capacity(files.len());
+        let mut events = 0;
+        let mut outcome = Ok(());
+        for (bytes, file) in files {
+            events += file.row_count;
+            if let Err(error) = self.inner.lake.put_durable(&file.path, bytes).await {
+                outcome = Err(IngestError::from(error));
+                break;
+            }
+            committed.push(file);
+        }
+        if outcome.is_ok() {
+            outcome = self
+                .inner
+                .catalog
+                .commit_event_files(&self.inner.config.instance_id, through_lsn, &committed)
+                .await
+                .map_err(IngestError::from);
+        }
+        if let Err(error) = outcome {
+            // Uncommitted uploads are invisible to the catalog, but not to a reader listing the
+            // folder: take them back now rather than at the next start.
+            for file in &committed {
+                if let Err(cleanup) = self.inner.lake.delete(&file.path).await {
+                    tracing::warn!(path = file.path, error = %cleanup, "could not remove an uncommitted file");
+                }
+            }
+            return Err(error);
+        }
+        *self.inner.retry_through.lock() = None;
+        let backlog = {
+            let mut pending = self.inner.lake_pending.lock();
+            pending.drain_through(through_lsn);
+            pending.bytes
+        };
+        if backlog >= self.inner.config.flush_bytes {
+            self.inner.flush_wanted.notify_one();
+        }
+        self.inner
+            .lake_watermark
+            .store(through_lsn, Ordering::Release);
+        self.inner.wal.request_roll();
+        self.truncate_log().await;
+        tracing::debug!(
+            files = committed.len(),
+            events,
+            through_lsn,
+            "flushed to the lake"
+        );
+        Ok(FlushReport {
+            files: committed.len(),
+            events,
+            through_lsn,
+        })
+    }
+
+    /// Flushes until nothing logged so far is left outside the lake.
+    pub async fn flush_all(&self) -> Result<FlushReport, IngestError> {
+        let mut total = FlushReport::default();
+        loop {
+            let report = self.flush().await?;
+            total.files += report.files;
+            total.events += report.events;
+            total.through_lsn = total.through_lsn.max(report.through_lsn);
+            if report.through_lsn == 0 || self.inner.lake_pending.lock().records.is_empty() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Makes every batch acknowledged before this call visible to readers: in the lake's live
+    /// files and in the session statistics. Batches acknowledged meanwhile may be included too.
+    /// A scoring run calls this first, so it scores everything acknowledged before it started.
+    pub async fn make_visible(&self) -> Result<(), IngestError> {
+        let target = self.inner.wal.last_lsn();
+        while self.inner.lake_watermark.load(Ordering::Acquire) < target {
+            let report = self.flush().await?;
+            if report.through_lsn == 0 {
+                // Nothing was pending: every record up to `target` was empty or dropped.
+                break;
+            }
+        }
+        while self.inner.stats_watermark.load(Ordering::Acquire) < target {
+            if self.apply_stats().await? == 0 && self.inner.stats_pending.lock().records.is_empty()
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the log segments both consumers are past. File deletion and directory syncs can
+    /// take milliseconds on a busy disk, so they run on a blocking thread, not a runtime worker.
+    pub(super) async fn truncate_log(&self) {
+        let through = self.consumed_through();
+        let wal = self.inner.wal.clone();
+        match tokio::task::spawn_blocking(move || wal.truncate_through(through)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "could not delete consumed write-ahead log segments")
+            }
+            Err(error) => tracing::warn!(%error, "write-ahead log truncation task failed"),
+        }
+    }
+
+    /// The log position both consumers (statistics and lake) are past.
+    pub(super) fn consumed_through(&self) -> u64 {
+        self.inner
+            .stats_watermark
+            .load(Ordering::Acquire)
+            .min(self.inner.lake_watermark.load(Ordering::Acquire))
+    }
+
+    /// Each identifier's reference: learned from the stream, else from the catalog.
+    pub(super) async fn references_for(
+        &self,
+        records: &[Arc<WalRecord>],
+    ) -> Result<HashMap<(SurveyId, String), String>, IngestError> {
+        let mut known = HashMap::new();
+        let mut missing: HashMap<SurveyId, HashSet<String>> = HashMap::new();
+        {
+            let memo = self.inner.references.lock();
+            for record in records {
+                let key = (record.survey_id.clone(), record.identifier.clone());
+                if known.contains_key(&key) {
+                    continue;
+                }
+                match memo.get(&key) {
+                    Some(reference) => {
+                        known.insert(key, reference.clone());
+                    }
+                    None => {
+                        missing.entry(key.0).or_default().insert(key.1);
+                    }
+                }
+            }
+        }
+        for (survey_id, identifiers) in missing {
+            let identifiers: Vec<String> = identifiers.into_iter().collect();
+            for chunk in identifiers.chunks(500) {
+                for (identifier, reference) in self
+                    .inner
+                    .catalog
+                    .session_references(&survey_id, chunk)
+                    .await?
+                {
+                    known.insert((survey_id.clone(), identifier), reference);
+                }
+            }
+        }
+        Ok(known)
+    }
+
+    /// Deletes events files this instance wrote but never committed (a crash between the upload
+    /// and the catalog commit). Other instances' uploads in flight are left alone.
+    pub(super) async fn remove_orphan_files(&self) -> Result<(), IngestError> {
+        let live: HashSet<String> = self
+            .inner
+            .catalog
+            .live_files(LakeFileKind::Events, None)
+            .await?
+            .into_iter()
+            .map(|file| file.file.path)
+            .collect();
+        let prefix = ObjectPath::from("events");
+        let objects: Vec<_> = self
+            .inner
+            .lake
+            .store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(lake::LakeError::from)?;
+        for object in objects {
+            let path = object.location.to_string();
+            let ours =
+                lake::events_file_instance(&path) == Some(self.inner.config.instance_id.as_str());
+            if ours && !live.contains(&path) {
+                tracing::info!(path, "removing an uncommitted events file");
+                self.inner.lake.delete(&path).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Per-identifier statistics of a run of log records.
+pub(super) fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
+    let mut by_session: HashMap<(&SurveyId, &str), SessionDelta> = HashMap::new();
+    for record in records {
+        // Bodies in the log were validated before they were logged.
+        let Ok(events) = event_row::stats_events(&record.body) else {
+            continue;
+        };
+        if events.is_empty() {
+            continue;
+        }
+        let delta = by_session
+            .entry((&record.survey_id, record.identifier.as_str()))
+            .or_insert_with(|| SessionDelta {
+                survey_id: record.survey_id.clone(),
+                identifier: record.identifier.clone(),
+                reference: batch::normalize_reference(&record.identifier),
+                reference_explicit: false,
+                event_count: 0,
+                first_event_at: i64::MAX,
+                last_event_at: i64::MIN,
+            });
+        for event in events {
+            let time = event_row::plausible_time(event.event_time, record.received_at);
+            delta.event_count += 1;
+            delta.first_event_at = delta.first_event_at.min(time);
+            delta.last_event_at = delta.last_event_at.max(time);
+            if let Some(reference) = event
+                .interview_id
+                .as_deref()
+                .and_then(batch::normalize_reference)
+            {
+                delta.reference = Some(reference);
+                delta.reference_explicit = true;
+            }
+        }
+    }
+    by_session.into_values().collect()
+}
+
+pub(super) const MILLIS_PER_DAY: i64 = 86_400_000;
+
+/// UTC calendar date of a day number (days since 1970-01-01), `YYYY-MM-DD`.
+pub(super) fn utc_date(day: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(day.saturating_mul(MILLIS_PER_DAY))
+        .unwrap_or_default()
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+/// Encodes the records as one Parquet file per (survey, date) partition, rows sorted by session.
+///
+/// Records are ordered by partition, identifier and log position, then decoded one batch at a
+/// time straight into column builders: memory holds the compact columnar form, never every
+/// decoded event of the flush at once.
+pub(super) fn build_event_files(
+    records: &[Arc<WalRecord>],
+    references: &HashMap<(SurveyId, String), String>,
+    tombstones: Option<&Tombstones>,
+    instance: &str,
+    first_lsn: u64,
+    through_lsn: u64,
+) -> Result<Vec<(Vec<u8>, NewLakeFile)>, IngestError> {
+    // Partitioned by UTC day number; the date text is formatted once per partition.
+    let mut ordered: Vec<(i64, &Arc<WalRecord>)> = records
+        .iter()
+        .map(|record| (record.received_at.div_euclid(MILLIS_PER_DAY), record))
+        .collect();
+    ordered.sort_unstable_by(|(day_a, a), (day_b, b)| {
+        a.survey_id
+            .cmp(&b.survey_id)
+            .then_with(|| day_a.cmp(day_b))
+            .then_with(|| a.identifier.cmp(&b.identifier))
+            .then_with(|| a.lsn.cmp(&b.lsn))
+    });
+
+    // References named by `session` events anywhere in this range, so a batch logged before
+    // its session's `session` event was applied to the statistics still gets the reference
+    // lookup will report.
+    let mut named: HashMap<(&SurveyId, &str), String> = HashMap::new();
+    for record in records {
+        if !contains(&record.body, b"session") {
+            continue;
+        }
+        let Ok(events) = event_row::stats_events(&record.body) else {
+            continue;
+        };
+        for event in events {
+            if let Some(reference) = event
+                .interview_id
+                .as_deref()
+                .and_then(batch::normalize_reference)
+            {
+                named.insert((&record.survey_id, record.identifier.as_str()), reference);
+            }
+        }
+    }
+
+    let mut files = Vec::new();
+    let mut builder = EventsBatchBuilder::new();
+    let mut start = 0;
+    while start < ordered.len() {
+        let (day, first) = &ordered[start];
+        let survey_id = &first.survey_id;
+        let date = utc_date(*day);
+        let end = start
+            + ordered[start..]
+                .iter()
+                .take_while(|(other_day, other)| other_day == day && &other.survey_id == survey_id)
+                .count();
+        let mut min_session: Option<&str> = None;
+        let mut max_session: Option<&str> = None;
+        for (_, record) in &ordered[start..end] {
+            // Bodies in the log were validated before they were logged.
+            let Ok(rows) = event_row::decode_batch(&record.body) else {
+                continue;
+            };
+            if rows.is_empty() {
+                continue;
+            }
+            // A session event in the batch names the reference; else what the stream or the
+            // catalog linked to the identifier; else the identifier itself when it is a UUID.
+            let reference = rows
+                .iter()
+                .find_map(|row| {
+                    row.interview_id
+                        .as_deref()
+                        .and_then(batch::normalize_reference)
+                })
+                .or_else(|| {
+                    named
+                        .get(&(&record.survey_id, record.identifier.as_str()))
+                        .cloned()
+                })
+                .or_else(|| {
+                    references
+                        .get(&(record.survey_id.clone(), record.identifier.clone()))
+                        .cloned()
+                })
+                .or_else(|| batch::normalize_reference(&record.identifier));
+            // Acknowledged before its session was deleted, and still in the log: dropped,
+            // never written.
+            if tombstones.is_some_and(|tombstones| {
+                tombstones.erases(survey_id, &record.identifier, reference.as_deref())
+            }) {
+                continue;
+            }
+            builder.append_batch(
+                survey_id.as_str(),
+                &record.identifier,
+                reference.as_deref(),
+                record.received_at,
+                &rows,
+            );
+            min_session.get_or_insert(record.identifier.as_str());
+            max_session = Some(record.identifier.as_str());
+        }
+        if !builder.is_empty() {
+            let row_count = builder.len() as u64;
+            let batch = builder
+                .finish()
+                .map_err(|error| IngestError::Encode(error.to_string()))?;
+            let bytes = events_file::encode_parquet(&batch)
+                .map_err(|error| IngestError::Encode(error.to_string()))?;
+            let file = NewLakeFile {
+                path: lake::events_file_path(
+                    survey_id.as_str(),
+                    &date,
+                    instance,
+                    first_lsn,
+                    through_lsn,
+                ),
+                kind: LakeFileKind::Events,
+                survey_id: survey_id.clone(),
+                partition_date: Some(date),
+                row_count,
+                size_bytes: bytes.len() as u64,
+                min_session: min_session.map(str::to_owned),
+                max_session: max_session.map(str::to_owned),
+            };
+            files.push((bytes, file));
+        }
+        start = end;
+    }
+    Ok(files)
+}
