@@ -591,41 +591,7 @@ mod tests {
     #[test]
     fn fuzz_the_decoders_against_serde() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fuzz/corpus");
-        let dictionary: &[&[u8]] = &[
-            b"{",
-            b"}",
-            b"[",
-            b"]",
-            b",",
-            b":",
-            b"\"",
-            b"\\",
-            b"\\u0000",
-            b"\\ud800",
-            b"null",
-            b"true",
-            b"false",
-            b"-0",
-            b"1e999",
-            b"-1.5e-7",
-            b"9223372036854775808",
-            b"\"type\"",
-            b"\"timestamp\"",
-            b"\"data\"",
-            b"\"x\"",
-            b"\"y\"",
-            b"\"events\"",
-            b"\"pointermove\"",
-            b"\"keyup\"",
-            b"\"session\"",
-            b"\"interviewId\"",
-            b"\"holdMs\"",
-            b"\"trusted\"",
-            b" ",
-            b"\t",
-            b"\xef\xbb\xbf",
-            b"\xff",
-        ];
+        let dictionary = mutator::JSON_TOKENS;
         let report = mutator::run("events", &root, dictionary, decodes_as_serde);
         assert!(
             report.mutants > 0 || mutator::budget().is_zero(),

@@ -107,6 +107,43 @@ pub(crate) fn mutate(
     out
 }
 
+/// Tokens of JSON and of the embed's event vocabulary, spliced into mutants of JSON inputs.
+pub(crate) const JSON_TOKENS: &[&[u8]] = &[
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b",",
+    b":",
+    b"\"",
+    b"\\",
+    b"\\u0000",
+    b"\\ud800",
+    b"null",
+    b"true",
+    b"false",
+    b"-0",
+    b"1e999",
+    b"-1.5e-7",
+    b"9223372036854775808",
+    b"\"type\"",
+    b"\"timestamp\"",
+    b"\"data\"",
+    b"\"x\"",
+    b"\"y\"",
+    b"\"events\"",
+    b"\"pointermove\"",
+    b"\"keyup\"",
+    b"\"session\"",
+    b"\"interviewId\"",
+    b"\"holdMs\"",
+    b"\"trusted\"",
+    b" ",
+    b"\t",
+    b"\xef\xbb\xbf",
+    b"\xff",
+];
+
 /// The budget per target.
 pub(crate) fn budget() -> Duration {
     let secs = std::env::var("TELLTALE_FUZZ_SECS")

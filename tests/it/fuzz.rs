@@ -184,41 +184,26 @@ fn fuzz_the_collector_request_handling() {
         Ok(())
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/corpus");
-    let dictionary: &[&[u8]] = &[
-        b"{",
-        b"}",
-        b"[",
-        b"]",
-        b",",
-        b":",
-        b"\"",
-        b"\\u0000",
-        b"null",
-        b"1e999",
-        b"-0",
-        b"\"events\"",
-        b"\"type\"",
-        b"\"timestamp\"",
-        b"\"data\"",
-        b"\"session\"",
-        b"\"interviewId\"",
-        b"%2F",
-        b"%00",
-        b"/",
-        b"..",
-        b"?",
-        b"#",
-        b" ",
-        b"\n",
-        b";charset=",
-        b"text/plain",
-        b"application/json",
-        b"POST ",
-        b"PUT ",
-        b"OPTIONS ",
-        b"\xff",
-    ];
-    let report = mutator::run("collector", &root, dictionary, check);
+    let dictionary: Vec<&[u8]> = mutator::JSON_TOKENS
+        .iter()
+        .copied()
+        .chain([
+            &b"%2F"[..],
+            &b"%00"[..],
+            &b"/"[..],
+            &b".."[..],
+            &b"?"[..],
+            &b"#"[..],
+            &b"\n"[..],
+            &b";charset="[..],
+            &b"text/plain"[..],
+            &b"application/json"[..],
+            &b"POST "[..],
+            &b"PUT "[..],
+            &b"OPTIONS "[..],
+        ])
+        .collect();
+    let report = mutator::run("collector", &root, &dictionary, check);
     assert!(
         report.mutants > 0 || mutator::budget().is_zero(),
         "{report:?}"
