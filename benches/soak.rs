@@ -121,6 +121,8 @@ impl PrivatePostgres {
             "-p {PG_PORT} -c listen_addresses=127.0.0.1 -k {}",
             self.dir.path().display()
         );
+        // The server's output goes to a file: on a pipe, waiting for pg_ctl would wait for the
+        // server to exit.
         let log = self.dir.path().join("log");
         self.run(
             "pg_ctl",
@@ -199,7 +201,7 @@ async fn main() -> anyhow::Result<()> {
     let kill_at = Duration::from_secs(seconds / 4);
     let pg_restart_at = Duration::from_secs(seconds / 2);
 
-    let postgres = PrivatePostgres::start()?;
+    let postgres = Arc::new(PrivatePostgres::start()?);
     let scratch = tempfile::tempdir()?;
     let stores = stores::ScaleOutStores::create_on(scratch.path(), &postgres.url()).await;
     let lake_url = stores.lake_url();
@@ -319,13 +321,7 @@ async fn main() -> anyhow::Result<()> {
     let faults = {
         let (instances, windows) = (Arc::clone(&instances), Arc::clone(&windows));
         let start_second = move || start_instance(1);
-        let postgres_restart = {
-            let data = postgres.data();
-            let restart = postgres.bin.join("pg_ctl");
-            let as_postgres = postgres.as_postgres;
-            let folder = postgres.dir.path().to_owned();
-            move || restart_postgres(&restart, &data, &folder, as_postgres)
-        };
+        let postgres = Arc::clone(&postgres);
         tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
             std::thread::sleep(kill_at.saturating_sub(started.elapsed()));
             let fault = started.elapsed();
@@ -347,7 +343,7 @@ async fn main() -> anyhow::Result<()> {
 
             std::thread::sleep(pg_restart_at.saturating_sub(started.elapsed()));
             let fault = started.elapsed();
-            postgres_restart()?;
+            postgres.pg_ctl("restart")?;
             windows
                 .lock()
                 .push((fault, started.elapsed() + Duration::from_secs(5)));
@@ -542,40 +538,6 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
-}
-
-fn restart_postgres(
-    pg_ctl: &Path,
-    data: &Path,
-    folder: &Path,
-    as_postgres: bool,
-) -> anyhow::Result<()> {
-    let options = format!(
-        "-p {PG_PORT} -c listen_addresses=127.0.0.1 -k {}",
-        folder.display()
-    );
-    // The server's output goes to a file: on a pipe, waiting for pg_ctl would wait for the
-    // server to exit.
-    let log = folder.join("log");
-    let mut command = if as_postgres {
-        let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(pg_ctl);
-        command
-    } else {
-        Command::new(pg_ctl)
-    };
-    let output = command
-        .args(["restart", "-w", "-m", "fast", "-o", &options, "-l"])
-        .arg(&log)
-        .arg("-D")
-        .arg(data)
-        .output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "pg_ctl restart failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(())
 }
 
 /// What the lake holds against what was acknowledged.
