@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use catalog::{Catalog, LakeFileKind, RunProgress, RunStatus, SurveyId};
 use datafusion::execution::context::SQLOptions;
 use ingest::Ingestor;
-use ingest::lake::Lake;
+use lake::Lake;
 use query::LakeQuery;
 use scorer::{Model, RunEnd, Scorer, ScoringSettings};
 
@@ -24,6 +24,19 @@ pub fn load_model(args: &ScoringArgs) -> anyhow::Result<Model> {
             Model::from_json(&json).with_context(|| format!("model file {}", path.display()))
         }
         None => Ok(Model::default_model()?),
+    }
+}
+
+/// A server's collection pipeline, as the scorer sees it: something to flush before a run.
+struct IngestorFlusher(Ingestor);
+
+#[async_trait::async_trait]
+impl scorer::run::Flusher for IngestorFlusher {
+    async fn make_visible(&self) -> Result<(), String> {
+        self.0
+            .make_visible()
+            .await
+            .map_err(|error| error.to_string())
     }
 }
 
@@ -42,7 +55,7 @@ pub fn build_scorer(
         lake,
         query,
         model: Arc::new(load_model(args)?),
-        ingestor,
+        flusher: ingestor.map(|ingestor| Arc::new(IngestorFlusher(ingestor)) as _),
         settings: ScoringSettings {
             chunk_sessions: args.scoring_chunk_sessions.max(1),
             max_events_per_pass: args.scoring_max_events_per_pass.max(1),
@@ -83,15 +96,15 @@ pub async fn compact(
     {
         bail!("no survey {survey} in this catalog");
     }
-    let owner = ingest::rewrite::command_line_owner();
+    let owner = lake::rewrite::command_line_owner();
     // What earlier, killed runs left behind first.
-    ingest::rewrite::delete_unlinked_objects(&catalog, &lake, None).await?;
-    let config = ingest::compaction::CompactionConfig {
+    lake::rewrite::delete_unlinked_objects(&catalog, &lake, None).await?;
+    let config = lake::compaction::CompactionConfig {
         target_rows: target_rows.max(2),
     };
     let report =
-        ingest::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;
-    ingest::rewrite::delete_unlinked_objects(&catalog, &lake, None).await?;
+        lake::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;
+    lake::rewrite::delete_unlinked_objects(&catalog, &lake, None).await?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -233,7 +246,7 @@ pub async fn register_lake_tables(query: &LakeQuery, catalog: &dyn Catalog) -> a
         (
             "events",
             LakeFileKind::Events,
-            ingest::events_file::EVENTS_SCHEMA.clone(),
+            lake::tables::EVENTS_SCHEMA.clone(),
         ),
         (
             "features",

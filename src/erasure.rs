@@ -16,7 +16,7 @@
 //!    session's rows;
 //! 4. in one catalog transaction: swap the old files for the new, delete the session's
 //!    statistics and score, and add its identifiers to the tombstone (as hashes); then delete
-//!    the old objects ([`ingest::rewrite::replace_files`]);
+//!    the old objects ([`lake::rewrite::replace_files`]);
 //! 5. scrub the catalog (its own log still holds the deleted rows' old pages), and mark the
 //!    deletion completed.
 //!
@@ -32,10 +32,11 @@ use catalog::{
     Catalog, DeletionSetback, LakeFile, LakeFileKind, NewLakeFile, SessionDeletion, SessionErasure,
     SurveyId,
 };
-use ingest::compaction::{self, CompactionConfig};
-use ingest::lake::Lake;
-use ingest::rewrite::{self, Erased, RewriteError, SessionRows};
 use ingest::{IngestError, Ingestor};
+use lake::Lake;
+use lake::compaction::{self, CompactionConfig};
+use lake::rewrite::{self, Erased, RewriteError, SessionRows};
+use lake::tables;
 
 /// Tries before a deletion is `failed`.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -56,7 +57,7 @@ enum AttemptError {
     #[error("flushing the event log failed: {0}")]
     Ingest(#[from] IngestError),
     #[error(transparent)]
-    Lake(#[from] ingest::lake::LakeError),
+    Lake(#[from] lake::LakeError),
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -363,12 +364,10 @@ impl DeletionService {
     ) -> Result<FileErasure, AttemptError> {
         let bytes = self.lake.read(&file.file.path).await?;
         let kind = file.file.kind;
-        let (session_column, properties) = match kind {
-            LakeFileKind::Events => ("session_id", ingest::events_file::writer_properties()),
-            LakeFileKind::Features | LakeFileKind::Scores => {
-                ("reference", scorer::tables::writer_properties())
-            }
-        };
+        let (session_column, properties) = (
+            tables::session_column(kind),
+            tables::writer_properties(kind),
+        );
         let rows = Arc::clone(session);
         let erased = tokio::task::spawn_blocking(move || {
             rewrite::erase_rows(bytes, &rows, session_column, properties)
@@ -379,7 +378,7 @@ impl DeletionService {
             Erased::Emptied => return Ok(FileErasure::Removed),
             Erased::Rewritten(rewritten) => rewritten,
         };
-        let path = ingest::lake::rewritten_file_path(
+        let path = tables::rewritten_file_path(
             kind,
             file.file.survey_id.as_str(),
             file.file.partition_date.as_deref(),

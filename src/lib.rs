@@ -33,7 +33,7 @@ pub fn run() -> anyhow::Result<()> {
     // Crash tests stop rewrites at a named point (tests/it/deletion.rs); the libraries read no
     // environment, so the binary passes it on.
     if let Ok(point) = std::env::var("TELLTALE_TEST_REWRITE_PAUSE") {
-        ingest::rewrite::pause_rewrites_at(point);
+        lake::rewrite::pause_rewrites_at(point);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

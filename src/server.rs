@@ -27,7 +27,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         .with_context(|| format!("opening catalog {catalog_url}"))?;
     bootstrap(catalog.as_ref()).await?;
 
-    let lake = ingest::lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
+    let lake = lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
     let instance = instance_id(storage)?;
     let mut config = IngestConfig::new(instance.clone(), storage.data_dir.join("wal"));
     config.flush_interval = Duration::from_millis(args.flush_interval_ms.max(100));
@@ -60,7 +60,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
             lake,
             instance,
             Duration::from_secs(args.compaction_interval_secs),
-            ingest::compaction::CompactionConfig {
+            lake::compaction::CompactionConfig {
                 target_rows: args.compaction_target_rows.max(2),
             },
         )
@@ -157,7 +157,7 @@ pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
     let catalog = catalog::open(&catalog_url)
         .await
         .with_context(|| format!("opening catalog {catalog_url}"))?;
-    let lake = ingest::lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
+    let lake = lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
     let instance = instance_id(storage)?;
     let applied_before = catalog
         .wal_watermark(&instance, catalog::WalConsumer::Lake)

@@ -8,20 +8,13 @@
 //! - [`batch`]: request validation on the hot path (limits, identifiers, references).
 //! - [`wal`]: the write-ahead log with group commit and crash replay.
 //! - [`event_row`]: typed decoding of events, lossless or with the raw `payload` kept.
-//! - [`events_file`]: the `events` Parquet schema and writer settings.
-//! - [`lake`]: object-store access and the lake's path layout.
-//! - [`pipeline`]: the [`Ingestor`] tying them together.
-//! - [`rewrite`]: replacing live files safely (erasing a session's rows, merging files).
-//! - [`compaction`]: merging the small files flushes write into large sorted ones.
+//! - [`events_batch`]: decoded events into the columns of the lake's `events` table.
+//! - [`pipeline`]: the [`Ingestor`] tying them together, writing files through the `lake` crate.
 
 pub mod batch;
-pub mod compaction;
 pub mod event_row;
-pub mod events_file;
-pub mod lake;
-mod lake_prefix;
+pub mod events_batch;
 pub mod pipeline;
-pub mod rewrite;
 pub mod wal;
 
 /// The time-bounded fuzzing engine the fuzz tests of [`event_row`] and [`wal`] use.

@@ -9,10 +9,12 @@
 //! - [`model`]: the versioned, explainable model file and the bands.
 //! - [`scan`]: DataFusion over a survey's live `events` files, grouped into traces.
 //! - [`synthetic`]: generated human-like and automation-like sessions for tests and benchmarks.
-//! - [`tables`]: the lake's `features` and `scores` tables.
+//! - [`tables`]: the rows a run publishes to the lake's `features` and `scores` tables.
 //! - [`run`]: run execution (leases, resume, cancel, progress) and the background service.
 //!
-//! Features run on rayon's pool, never on the async runtime's workers.
+//! Features run on rayon's pool, never on the async runtime's workers. The scorer reads and
+//! writes the lake through the `lake` and `query` crates and knows nothing of collection: a
+//! server hands it a [`run::Flusher`] to commit what its log holds before a run plans.
 
 pub mod features;
 pub mod kinematics;

@@ -15,8 +15,7 @@ use catalog::{
     ScoringFailure, ScoringRun, SurveyId,
 };
 use futures::TryStreamExt;
-use ingest::Ingestor;
-use ingest::lake::Lake;
+use lake::Lake;
 use parking_lot::Mutex;
 use query::LakeQuery;
 use rayon::prelude::*;
@@ -24,8 +23,9 @@ use rayon::prelude::*;
 use crate::features;
 use crate::model::Model;
 use crate::scan::{ScanTarget, scan_traces};
-use crate::tables::{ScoredSession, features_batch, scores_batch, to_parquet};
+use crate::tables::{ScoredSession, features_batch, scores_batch};
 use crate::trace::SessionTrace;
+use lake::tables;
 
 /// Tuning of the scoring worker.
 #[derive(Debug, Clone)]
@@ -52,6 +52,15 @@ impl Default for ScoringSettings {
     }
 }
 
+/// What holds acknowledged events that may not be in the lake yet (a server's collection
+/// pipeline): a run asks it to commit them before it plans. The scorer knows nothing else of
+/// collection.
+#[async_trait::async_trait]
+pub trait Flusher: Send + Sync {
+    /// Returns once every event acknowledged before the call is in a committed lake file.
+    async fn make_visible(&self) -> Result<(), String>;
+}
+
 /// Everything a run needs.
 #[derive(Clone)]
 pub struct Scorer {
@@ -59,9 +68,9 @@ pub struct Scorer {
     pub lake: Lake,
     pub query: LakeQuery,
     pub model: Arc<Model>,
-    /// The instance's ingest pipeline, flushed before a run so it scores everything
+    /// The instance's collection pipeline, flushed before a run so it scores everything
     /// acknowledged before it started. `None` for `telltale score` (see its help).
-    pub ingestor: Option<Ingestor>,
+    pub flusher: Option<Arc<dyn Flusher>>,
     pub settings: ScoringSettings,
     /// This worker's name in run leases.
     pub owner: String,
@@ -195,8 +204,8 @@ impl Scorer {
         self.remove_unpublished(run).await?;
         let mut phases = Phases::default();
         let started = std::time::Instant::now();
-        if let Some(ingestor) = &self.ingestor {
-            ingestor
+        if let Some(flusher) = &self.flusher {
+            flusher
                 .make_visible()
                 .await
                 .map_err(|error| Stop::Failed(format!("could not flush the event log: {error}")))?;
@@ -288,11 +297,11 @@ impl Scorer {
                 .into_iter()
                 .map(|file| file.file.path)
                 .collect();
-            let folder = format!("{}/survey_id={}", kind.as_str(), run.survey_id);
+            let folder = tables::results_folder(kind, run.survey_id.as_str());
             let prefix = object_store::path::Path::from(folder.as_str());
             let objects: Vec<object_store::ObjectMeta> =
                 self.lake.store().list(Some(&prefix)).try_collect().await?;
-            let ours = format!("{folder}/{}-", run.id);
+            let ours = tables::results_run_prefix(kind, run.survey_id.as_str(), run.id.as_str());
             for object in objects {
                 let path = object.location.to_string();
                 if path.starts_with(&ours) && !live.contains(&path) {
@@ -375,15 +384,15 @@ impl Scorer {
         let run_id = run.id.as_str();
         let mut files = Vec::new();
         if !scored.is_empty() {
-            let name = format!("{run_id}-{attempt}-{sequence:05}.parquet");
             let features = features_batch(survey, run_id, now, &scored)?;
             let scores = scores_batch(survey, run_id, &self.model.version, now, &scored)?;
             for (kind, batch) in [
                 (LakeFileKind::Features, features),
                 (LakeFileKind::Scores, scores),
             ] {
-                let bytes = tokio::task::spawn_blocking(move || to_parquet(&batch)).await??;
-                let path = format!("{}/survey_id={survey}/{name}", kind.as_str());
+                let bytes =
+                    tokio::task::spawn_blocking(move || tables::encode(kind, &batch)).await??;
+                let path = tables::results_file_path(kind, survey, run_id, attempt, sequence);
                 let size = bytes.len() as u64;
                 self.lake.put_durable(&path, bytes).await?;
                 files.push(NewLakeFile {

@@ -62,7 +62,7 @@ pub async fn scan_traces(
     files: &[String],
     target: &ScanTarget,
 ) -> Result<Vec<SessionTrace>, ScanError> {
-    let table = query.table(ingest::events_file::EVENTS_SCHEMA.clone(), files)?;
+    let table = query.table(lake::tables::EVENTS_SCHEMA.clone(), files)?;
     let frame = query.context().read_table(table)?.select_columns(COLUMNS)?;
     let streams = frame.execute_stream_partitioned().await?;
     // Each scan partition is drained on a blocking thread that decodes (inside `poll_next`) and

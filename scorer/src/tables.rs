@@ -1,12 +1,5 @@
-//! The `features` and `scores` tables of the lake: schemas and Parquet encoding.
-//!
-//! ```text
-//! features/survey_id=<24hex>/<run id>-<attempt>-<seq>.parquet
-//! scores/survey_id=<24hex>/<run id>-<attempt>-<seq>.parquet
-//! ```
-//!
-//! Each run appends files; a session scored twice has rows in both runs' files, told apart by
-//! `run_id` and `scored_at` (the latest is the one lookup reports).
+//! The rows a scoring run publishes into the lake's `features` and `scores` tables (their
+//! schemas, settings and paths are [`lake::tables`]'s).
 
 use std::sync::{Arc, LazyLock};
 
@@ -14,52 +7,15 @@ use arrow::array::{
     ArrayRef, Float64Builder, ListBuilder, RecordBatch, StringBuilder, TimestampMillisecondBuilder,
     UInt64Builder,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use arrow::datatypes::SchemaRef;
+pub use lake::tables::SCORES_SCHEMA;
 
 use crate::features::Features;
 use crate::model::Score;
 
-fn timestamp() -> DataType {
-    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
-}
-
 /// `features` columns: keys, then one nullable `Float64` per feature in [`Features::NAMES`].
-pub static FEATURES_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
-    let mut fields = vec![
-        Field::new("survey_id", DataType::Utf8, false),
-        Field::new("reference", DataType::Utf8, false),
-        Field::new("run_id", DataType::Utf8, false),
-        Field::new("computed_at", timestamp(), false),
-    ];
-    fields.extend(
-        Features::NAMES
-            .iter()
-            .map(|name| Field::new(*name, DataType::Float64, true)),
-    );
-    Arc::new(Schema::new(fields))
-});
-
-/// `scores` columns (DESIGN.md: lake layout).
-pub static SCORES_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
-    Arc::new(Schema::new(vec![
-        Field::new("survey_id", DataType::Utf8, false),
-        Field::new("reference", DataType::Utf8, false),
-        Field::new("human_score_percent", DataType::Float64, false),
-        Field::new("score_band", DataType::Utf8, false),
-        Field::new("scored_at", timestamp(), false),
-        Field::new("model_version", DataType::Utf8, false),
-        Field::new("run_id", DataType::Utf8, false),
-        Field::new("event_count", DataType::UInt64, false),
-        Field::new(
-            "reasons",
-            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
-            false,
-        ),
-    ]))
-});
+pub static FEATURES_SCHEMA: LazyLock<SchemaRef> =
+    LazyLock::new(|| lake::tables::features_schema(Features::NAMES));
 
 /// One scored session, as both tables record it.
 #[derive(Debug, Clone)]
@@ -152,20 +108,4 @@ fn repeated_time(at: i64, n: usize) -> arrow::array::TimestampMillisecondArray {
         builder.append_value(at);
     }
     builder.finish()
-}
-
-/// Writer settings of `features` and `scores` files: zstd, statistics on.
-pub fn writer_properties() -> WriterProperties {
-    WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
-        .build()
-}
-
-/// Encodes one batch as a Parquet file with [`writer_properties`].
-pub fn to_parquet(batch: &RecordBatch) -> Result<Vec<u8>, parquet::errors::ParquetError> {
-    let mut out = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut out, batch.schema(), Some(writer_properties()))?;
-    writer.write(batch)?;
-    writer.close()?;
-    Ok(out)
 }

@@ -300,7 +300,7 @@ impl Ingestor {
         for object in objects {
             let path = object.location.to_string();
             let ours =
-                lake::events_file_instance(&path) == Some(self.inner.config.instance_id.as_str());
+                tables::events_file_instance(&path) == Some(self.inner.config.instance_id.as_str());
             if ours && !live.contains(&path) {
                 tracing::info!(path, "removing an uncommitted events file");
                 self.inner.lake.delete(&path).await?;
@@ -472,10 +472,10 @@ pub(super) fn build_event_files(
             let batch = builder
                 .finish()
                 .map_err(|error| IngestError::Encode(error.to_string()))?;
-            let bytes = events_file::encode_parquet(&batch)
+            let bytes = tables::encode(LakeFileKind::Events, &batch)
                 .map_err(|error| IngestError::Encode(error.to_string()))?;
             let file = NewLakeFile {
-                path: lake::events_file_path(
+                path: tables::events_file_path(
                     survey_id.as_str(),
                     &date,
                     instance,

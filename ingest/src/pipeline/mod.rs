@@ -31,9 +31,9 @@ use tokio::task::JoinHandle;
 
 use crate::batch::{self, BatchError};
 use crate::event_row;
-use crate::events_file::{self, EventsBatchBuilder};
-use crate::lake::{self, Lake};
+use crate::events_batch::EventsBatchBuilder;
 use crate::wal::{Append, Wal, WalError, WalRecord};
+use lake::{Lake, tables};
 
 mod flush;
 mod tombstones;

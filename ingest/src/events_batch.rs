@@ -1,66 +1,15 @@
-//! The `events` table's Parquet files: schema, Arrow batch building and writer settings.
-//!
-//! Rows are sorted by session inside a file. Coordinates and times use delta encoding without
-//! dictionaries (pointer paths move a few pixels and milliseconds per event), low-cardinality
-//! strings are dictionary-encoded, and everything is zstd-compressed with page statistics.
+//! Decoded events into the columns of the lake's `events` table ([`lake::tables::EVENTS_SCHEMA`]).
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, ArrowPrimitiveType, BooleanBuilder, Float64Builder, Int32Builder, PrimitiveBuilder,
     RecordBatch, StringBuilder, StringDictionaryBuilder, TimestampMillisecondBuilder,
 };
-use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef, TimeUnit};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::file::metadata::SortingColumn;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::schema::types::ColumnPath;
+use arrow::datatypes::Int32Type;
+use lake::tables::EVENTS_SCHEMA;
 
 use crate::event_row::EventRow;
-
-fn dictionary() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
-
-fn timestamp() -> DataType {
-    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
-}
-
-/// The schema of `events` files, in column order. A public contract: see DESIGN.md.
-pub static EVENTS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
-    Arc::new(Schema::new(vec![
-        Field::new("survey_id", dictionary(), false),
-        Field::new("session_id", dictionary(), false),
-        Field::new("reference", dictionary(), true),
-        Field::new("received_at", timestamp(), false),
-        Field::new("event_time", timestamp(), true),
-        Field::new("type", dictionary(), true),
-        Field::new("x", DataType::Int32, true),
-        Field::new("y", DataType::Int32, true),
-        Field::new("pointer_type", dictionary(), true),
-        Field::new("trusted", DataType::Boolean, true),
-        Field::new("button", DataType::Int32, true),
-        Field::new("target", dictionary(), true),
-        Field::new("key_class", dictionary(), true),
-        Field::new("repeat", DataType::Boolean, true),
-        Field::new("hold_ms", DataType::Float64, true),
-        Field::new("flight_ms", DataType::Float64, true),
-        Field::new("input_type", dictionary(), true),
-        Field::new("length_delta", DataType::Int32, true),
-        Field::new("field", DataType::Int32, true),
-        Field::new("length", DataType::Int32, true),
-        Field::new("dx", DataType::Float64, true),
-        Field::new("dy", DataType::Float64, true),
-        Field::new("delta_mode", DataType::Int32, true),
-        Field::new("force", DataType::Float64, true),
-        Field::new("radius", DataType::Float64, true),
-        Field::new("state", dictionary(), true),
-        Field::new("width", DataType::Int32, true),
-        Field::new("height", DataType::Int32, true),
-        Field::new("payload", DataType::Utf8, true),
-    ]))
-});
 
 type Dictionary = StringDictionaryBuilder<Int32Type>;
 
@@ -327,42 +276,13 @@ fn dictionary_runs<'r>(
     builder.append_options(current, run);
 }
 
-/// Writer settings of `events` files.
-pub fn writer_properties() -> WriterProperties {
-    let mut builder = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(6).unwrap_or_default()))
-        .set_statistics_enabled(EnabledStatistics::Page)
-        .set_sorting_columns(Some(vec![SortingColumn {
-            column_idx: 1,
-            descending: false,
-            nulls_first: false,
-        }]))
-        // DuckDB's default size. Small enough that erasing a session from a large compacted
-        // file re-encodes one row group and copies the others as they are (see `rewrite`).
-        .set_max_row_group_row_count(Some(128 * 1024));
-    for column in ["received_at", "event_time", "x", "y"] {
-        let path = ColumnPath::from(column);
-        builder = builder
-            .set_column_dictionary_enabled(path.clone(), false)
-            .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
-    }
-    builder.build()
-}
-
-/// Encodes one sorted batch as a complete Parquet file.
-pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>, parquet::errors::ParquetError> {
-    let mut buffer = Vec::with_capacity(batch.get_array_memory_size() / 4 + 1024);
-    let mut writer = ArrowWriter::try_new(&mut buffer, batch.schema(), Some(writer_properties()))?;
-    writer.write(batch)?;
-    writer.close()?;
-    Ok(buffer)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event_row::decode_event;
     use bytes::Bytes;
+    use catalog::LakeFileKind;
+    use lake::tables::encode;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use serde_json::value::RawValue;
 
@@ -389,7 +309,7 @@ mod tests {
         assert_eq!(builder.len(), 2);
         let batch = builder.finish().expect("batch");
         assert!(builder.is_empty());
-        let bytes = encode_parquet(&batch).expect("encode");
+        let bytes = encode(LakeFileKind::Events, &batch).expect("encode");
         let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes))
             .expect("reader")
             .build()

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use catalog::{Catalog, CompactionClaim, LakeFile, LakeFileKind, NewLakeFile, SurveyId};
 
-use crate::events_file;
-use crate::lake::{self, Lake};
+use crate::Lake;
 use crate::rewrite::{self, RewriteError};
+use crate::tables;
 
 /// Settings of a compaction pass.
 #[derive(Debug, Clone)]
@@ -174,10 +174,14 @@ async fn compact_group(
         inputs.push(lake.read(&file.file.path).await?);
     }
     let merged = tokio::task::spawn_blocking(move || {
-        rewrite::merge_sorted(&inputs, "session_id", events_file::writer_properties())
+        rewrite::merge_sorted(
+            &inputs,
+            tables::session_column(LakeFileKind::Events),
+            tables::writer_properties(LakeFileKind::Events),
+        )
     })
     .await??;
-    let path = lake::rewritten_file_path(LakeFileKind::Events, survey_id.as_str(), date);
+    let path = tables::rewritten_file_path(LakeFileKind::Events, survey_id.as_str(), date);
     let file = NewLakeFile {
         path,
         kind: LakeFileKind::Events,

@@ -1,8 +1,5 @@
-//! The lake: where Parquet files live, and how their object paths are laid out.
-//!
-//! ```text
-//! events/survey_id=<24hex>/date=<YYYY-MM-DD>/<instance>-<first lsn>-<last lsn>.parquet
-//! ```
+//! The lake's object store: a local folder or an S3-compatible bucket, and durable writes and
+//! deletes on either.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,7 +65,7 @@ impl Lake {
         let store: Arc<dyn ObjectStore> = if prefix.is_empty() {
             Arc::new(s3)
         } else {
-            Arc::new(crate::lake_prefix::BucketPrefix::new(s3, prefix))
+            Arc::new(crate::bucket_prefix::BucketPrefix::new(s3, prefix))
         };
         Ok(Lake {
             store,
@@ -139,63 +136,4 @@ fn sync_file_and_parents(root: &Path, file: &Path) -> std::io::Result<()> {
         directory = dir.parent();
     }
     Ok(())
-}
-
-/// The object path of an events file.
-///
-/// ```
-/// assert_eq!(
-///     ingest::lake::events_file_path("00112233445566778899aabb", "2026-11-22", "inst", 7, 42),
-///     "events/survey_id=00112233445566778899aabb/date=2026-11-22/inst-00000000000000000007-00000000000000000042.parquet"
-/// );
-/// ```
-pub fn events_file_path(
-    survey_id: &str,
-    date: &str,
-    instance: &str,
-    first_lsn: u64,
-    last_lsn: u64,
-) -> String {
-    format!(
-        "events/survey_id={survey_id}/date={date}/{instance}-{first_lsn:020}-{last_lsn:020}.parquet"
-    )
-}
-
-/// The object path of a file a rewrite (erasure, compaction) writes: a random name with no
-/// `-`, so it is never taken for a flush's file (see [`events_file_instance`]).
-pub fn rewritten_file_path(
-    kind: catalog::LakeFileKind,
-    survey_id: &str,
-    date: Option<&str>,
-) -> String {
-    let name = format!(
-        "rewrite_{}_{:016x}.parquet",
-        chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
-        rand::random::<u64>()
-    );
-    match date {
-        Some(date) => format!("{}/survey_id={survey_id}/date={date}/{name}", kind.as_str()),
-        None => format!("{}/survey_id={survey_id}/{name}", kind.as_str()),
-    }
-}
-
-/// The instance that wrote an events file, read back from its path.
-pub fn events_file_instance(path: &str) -> Option<&str> {
-    let name = path.rsplit('/').next()?.strip_suffix(".parquet")?;
-    let mut parts = name.rsplitn(3, '-');
-    let _last = parts.next()?;
-    let _first = parts.next()?;
-    parts.next()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn instance_is_recovered_from_the_path() {
-        let path = events_file_path("00112233445566778899aabb", "2026-11-22", "a1b2-c3", 1, 2);
-        assert_eq!(events_file_instance(&path), Some("a1b2-c3"));
-        assert_eq!(events_file_instance("events/x/y.parquet"), None);
-    }
 }

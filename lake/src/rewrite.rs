@@ -33,7 +33,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 
-use crate::lake::{Lake, LakeError};
+use crate::{Lake, LakeError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RewriteError {
@@ -597,36 +597,64 @@ fn session_range(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event_row::decode_event;
-    use crate::events_file::{
-        EVENTS_SCHEMA, EventsBatchBuilder, encode_parquet, writer_properties,
+    use crate::tables::{EVENTS_SCHEMA, encode, writer_properties};
+    use arrow::array::{
+        BooleanBuilder, Int32Builder, StringDictionaryBuilder, TimestampMillisecondBuilder,
+        new_null_array,
     };
-    use serde_json::value::RawValue;
+    use catalog::LakeFileKind;
 
     const SURVEY: &str = "00112233445566778899aabb";
     const REFERENCE: &str = "4f1c2d3e-0000-4000-8000-000000000001";
 
-    /// An events file with `per_session` pointer events for each (identifier, reference).
-    fn events_file(sessions: &[(&str, Option<&str>)], per_session: i32) -> Bytes {
-        let mut builder = EventsBatchBuilder::new();
-        for (identifier, reference) in sessions {
+    /// An events batch with `per_session` mouse pointer moves (x = 0, 1, ...) for each
+    /// (identifier, reference), in the order given; the columns a move leaves empty are null.
+    fn events_batch(sessions: &[(&str, Option<&str>)], per_session: i32) -> RecordBatch {
+        let mut survey = StringDictionaryBuilder::<Int32Type>::new();
+        let mut session_id = StringDictionaryBuilder::<Int32Type>::new();
+        let mut reference = StringDictionaryBuilder::<Int32Type>::new();
+        let mut received = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut event_time = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut event_type = StringDictionaryBuilder::<Int32Type>::new();
+        let (mut x, mut y) = (Int32Builder::new(), Int32Builder::new());
+        let mut pointer_type = StringDictionaryBuilder::<Int32Type>::new();
+        let mut trusted = BooleanBuilder::new();
+        for (identifier, session_reference) in sessions {
             for i in 0..per_session {
-                let text = format!(
-                    r#"{{"type":"pointermove","timestamp":{},"data":{{"x":{i},"y":1,"pointerType":"mouse","trusted":true}}}}"#,
-                    1_763_800_000_000i64 + i64::from(i)
-                );
-                let raw = RawValue::from_string(text).expect("json");
-                builder.append(
-                    SURVEY,
-                    identifier,
-                    *reference,
-                    1_763_800_000_000,
-                    &decode_event(&raw),
-                );
+                survey.append_value(SURVEY);
+                session_id.append_value(identifier);
+                reference.append_option(*session_reference);
+                received.append_value(1_763_800_000_000);
+                event_time.append_value(1_763_800_000_000 + i64::from(i));
+                event_type.append_value("pointermove");
+                x.append_value(i);
+                y.append_value(1);
+                pointer_type.append_value("mouse");
+                trusted.append_value(true);
             }
         }
-        let batch = builder.finish().expect("batch");
-        Bytes::from(encode_parquet(&batch).expect("encode"))
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(survey.finish()),
+            Arc::new(session_id.finish()),
+            Arc::new(reference.finish()),
+            Arc::new(received.finish()),
+            Arc::new(event_time.finish()),
+            Arc::new(event_type.finish()),
+            Arc::new(x.finish()),
+            Arc::new(y.finish()),
+            Arc::new(pointer_type.finish()),
+            Arc::new(trusted.finish()),
+        ];
+        let rows = columns[0].len();
+        for field in &EVENTS_SCHEMA.fields()[columns.len()..] {
+            columns.push(new_null_array(field.data_type(), rows));
+        }
+        RecordBatch::try_new(EVENTS_SCHEMA.clone(), columns).expect("an events batch")
+    }
+
+    fn events_file(sessions: &[(&str, Option<&str>)], per_session: i32) -> Bytes {
+        let batch = events_batch(sessions, per_session);
+        Bytes::from(encode(LakeFileKind::Events, &batch).expect("encode"))
     }
 
     fn sessions_of(bytes: Vec<u8>) -> Vec<String> {
@@ -668,9 +696,13 @@ mod tests {
             ],
             5,
         );
-        let Erased::Rewritten(rewritten) =
-            erase_rows(bytes, &session(), "session_id", writer_properties()).expect("erase")
-        else {
+        let Erased::Rewritten(rewritten) = erase_rows(
+            bytes,
+            &session(),
+            "session_id",
+            writer_properties(LakeFileKind::Events),
+        )
+        .expect("erase") else {
             panic!("the file holds the session");
         };
         assert_eq!(rewritten.rows, 10);
@@ -689,27 +721,10 @@ mod tests {
             ("tab-1", Some(REFERENCE)),
             ("y-other", None),
         ];
-        let mut builder = EventsBatchBuilder::new();
-        for (identifier, reference) in sessions {
-            for i in 0..7 {
-                let text = format!(
-                    r#"{{"type":"pointermove","timestamp":{},"data":{{"x":{i},"y":1,"pointerType":"mouse","trusted":true}}}}"#,
-                    1_763_800_000_000i64 + i64::from(i)
-                );
-                let raw = RawValue::from_string(text).expect("json");
-                builder.append(
-                    SURVEY,
-                    identifier,
-                    reference,
-                    1_763_800_000_000,
-                    &decode_event(&raw),
-                );
-            }
-        }
-        let batch = builder.finish().expect("batch");
+        let batch = events_batch(&sessions, 7);
         // Row groups of 5 rows: most hold no row of the session and are copied as they are.
         let small_groups = || {
-            writer_properties()
+            writer_properties(LakeFileKind::Events)
                 .into_builder()
                 .set_max_row_group_row_count(Some(5))
                 .build()
@@ -760,12 +775,24 @@ mod tests {
     fn files_without_the_session_are_untouched_and_files_of_only_it_are_emptied() {
         let other = events_file(&[("a-other", None)], 3);
         assert!(matches!(
-            erase_rows(other, &session(), "session_id", writer_properties()).expect("erase"),
+            erase_rows(
+                other,
+                &session(),
+                "session_id",
+                writer_properties(LakeFileKind::Events)
+            )
+            .expect("erase"),
             Erased::Untouched
         ));
         let only = events_file(&[("tab-1", Some(REFERENCE)), ("tab-2", None)], 3);
         assert!(matches!(
-            erase_rows(only, &session(), "session_id", writer_properties()).expect("erase"),
+            erase_rows(
+                only,
+                &session(),
+                "session_id",
+                writer_properties(LakeFileKind::Events)
+            )
+            .expect("erase"),
             Erased::Emptied
         ));
     }
@@ -774,8 +801,12 @@ mod tests {
     fn merging_sorts_by_session_and_keeps_each_sessions_order() {
         let first = events_file(&[("b", None), ("c", None)], 2);
         let second = events_file(&[("a", None), ("b", None)], 2);
-        let merged =
-            merge_sorted(&[first, second], "session_id", writer_properties()).expect("merge");
+        let merged = merge_sorted(
+            &[first, second],
+            "session_id",
+            writer_properties(LakeFileKind::Events),
+        )
+        .expect("merge");
         assert_eq!(merged.rows, 8);
         assert_eq!(merged.min_session.as_deref(), Some("a"));
         assert_eq!(merged.max_session.as_deref(), Some("c"));
