@@ -7,6 +7,8 @@
 //! - [`rewrite`]: replacing live files safely: erasing a session's rows with a row-group
 //!   rewrite, merging sorted files.
 //! - [`compaction`]: merging the small files flushes write into large sorted ones.
+//! - [`delta`]: the tables as Delta Lake tables (commits with application transactions,
+//!   snapshots, time travel, checkpoints).
 //!
 //! Which files are live is recorded in the catalog; this crate writes objects and asks the
 //! catalog to commit them, never the other way round. Collection (`ingest`) and scoring
@@ -14,6 +16,7 @@
 
 mod bucket_prefix;
 pub mod compaction;
+pub mod delta;
 pub mod rewrite;
 pub mod store;
 pub mod tables;

@@ -25,6 +25,12 @@ pub struct Lake {
     store: Arc<dyn ObjectStore>,
     /// Set for a local folder, whose writes are not durable until fsync'd; `None` for S3.
     local_root: Option<PathBuf>,
+    /// The lake's root as a URL (`file:///abs/path/` or `s3://bucket/prefix/`), ending in `/`.
+    root_url: String,
+    /// The store of the whole file system or bucket, and the lake's root within it: Delta Lake's
+    /// kernel reads a table's log by its full URL path from such a store.
+    container: Arc<dyn ObjectStore>,
+    root_in_container: String,
 }
 
 impl Lake {
@@ -44,9 +50,14 @@ impl Lake {
         std::fs::create_dir_all(path)?;
         let root = std::fs::canonicalize(path)?;
         let store = LocalFileSystem::new_with_prefix(&root)?;
+        let root_text = root.display().to_string();
+        let root_url = format!("file://{}/", root_text.trim_end_matches('/'));
         Ok(Lake {
             store: Arc::new(store),
-            local_root: Some(root),
+            local_root: Some(root.clone()),
+            root_url,
+            container: Arc::new(LocalFileSystem::new()),
+            root_in_container: root_text.trim_matches('/').to_owned(),
         })
     }
 
@@ -58,23 +69,104 @@ impl Lake {
         if bucket.is_empty() || prefix.split('/').any(|part| part == "..") {
             return Err(LakeError::UnsupportedUrl(url.to_owned()));
         }
-        let s3 = AmazonS3Builder::from_env()
-            .with_bucket_name(bucket)
-            .build()?;
+        // Delta commits rely on `PutMode::Create` (`If-None-Match: *`) being honoured, which
+        // is object_store's default for S3 and is said here so that it stays so.
+        let s3: Arc<dyn ObjectStore> = Arc::new(
+            AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
+                .build()?,
+        );
         // A successful PUT is durable in S3: no local syncs are needed.
         let store: Arc<dyn ObjectStore> = if prefix.is_empty() {
-            Arc::new(s3)
+            Arc::clone(&s3)
         } else {
-            Arc::new(crate::bucket_prefix::BucketPrefix::new(s3, prefix))
+            Arc::new(crate::bucket_prefix::BucketPrefix::new(
+                Arc::clone(&s3),
+                prefix,
+            ))
+        };
+        let root_url = if prefix.is_empty() {
+            format!("s3://{bucket}/")
+        } else {
+            format!("s3://{bucket}/{prefix}/")
         };
         Ok(Lake {
             store,
             local_root: None,
+            root_url,
+            container: s3,
+            root_in_container: prefix.to_owned(),
         })
     }
 
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
+    }
+
+    /// The stores a Delta table under the lake's root is opened with: one rooted at the table's
+    /// folder, and the file system's or bucket's own.
+    pub(crate) fn table_stores(&self, table: &str) -> (Arc<dyn ObjectStore>, Arc<dyn ObjectStore>) {
+        let folder = if self.root_in_container.is_empty() {
+            table.to_owned()
+        } else {
+            format!("{}/{table}", self.root_in_container)
+        };
+        let prefixed: Arc<dyn ObjectStore> = Arc::new(crate::bucket_prefix::BucketPrefix::new(
+            Arc::clone(&self.container),
+            &folder,
+        ));
+        (prefixed, Arc::clone(&self.container))
+    }
+
+    /// The URL of a table folder under the lake's root.
+    pub fn table_url(&self, table: &str) -> Result<url::Url, LakeError> {
+        url::Url::parse(&format!("{}{table}/", self.root_url))
+            .map_err(|_| LakeError::UnsupportedUrl(self.root_url.clone()))
+    }
+
+    /// Creates a folder under a local lake's root (nothing to do in a bucket).
+    pub async fn create_folder(&self, folder: &str) -> Result<(), LakeError> {
+        if let Some(root) = &self.local_root {
+            tokio::fs::create_dir_all(root.join(folder)).await?;
+        }
+        Ok(())
+    }
+
+    /// Makes a table's commit file of `version` durable, with the folders up to the lake's
+    /// root (a local folder only: in S3 a successful PUT is durable).
+    pub async fn sync_delta_log(&self, table: &str, version: u64) -> Result<(), LakeError> {
+        self.sync_files(table, vec![format!("{version:020}.json")])
+            .await
+    }
+
+    /// Makes the checkpoint of `version` and `_last_checkpoint` durable (a local folder only).
+    pub async fn sync_delta_checkpoint(&self, table: &str, version: u64) -> Result<(), LakeError> {
+        self.sync_files(
+            table,
+            vec![
+                format!("{version:020}.checkpoint.parquet"),
+                "_last_checkpoint".to_owned(),
+            ],
+        )
+        .await
+    }
+
+    async fn sync_files(&self, table: &str, names: Vec<String>) -> Result<(), LakeError> {
+        let Some(root) = &self.local_root else {
+            return Ok(());
+        };
+        let root = root.clone();
+        let log = root.join(table).join("_delta_log");
+        tokio::task::spawn_blocking(move || {
+            for name in names {
+                sync_file_and_parents(&root, &log.join(name))?;
+            }
+            Ok::<_, std::io::Error>(())
+        })
+        .await
+        .map_err(|error| LakeError::Io(std::io::Error::other(error)))??;
+        Ok(())
     }
 
     /// Writes an object so that it survives a power loss once this returns. The catalog commit

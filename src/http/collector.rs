@@ -233,19 +233,23 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Ok(());
     };
-    let media_type = value
-        .to_str()
-        .unwrap_or_default()
-        .split(';')
+    // The media type alone decides, read from the raw bytes: parameters may hold bytes that are
+    // not visible ASCII (the fuzzer sent `text/plain;charse\u{feff}t=UTF-8`), which do not make
+    // a text/plain body anything else.
+    let bytes = value.as_bytes();
+    let media_type = bytes
+        .split(|byte| *byte == b';')
         .next()
         .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    match media_type.as_str() {
-        "application/json" | "text/plain" => Ok(()),
-        _ => Err(ApiError::UnsupportedMediaType(
+        .trim_ascii();
+    if media_type.eq_ignore_ascii_case(b"application/json")
+        || media_type.eq_ignore_ascii_case(b"text/plain")
+    {
+        Ok(())
+    } else {
+        Err(ApiError::UnsupportedMediaType(
             "content type must be application/json or text/plain".to_owned(),
-        )),
+        ))
     }
 }
 
@@ -276,6 +280,7 @@ fn ingest_error(error: IngestError) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     #[test]
     fn forwarded_for_is_used_only_when_trusted_and_its_last_entry_wins() {
@@ -312,5 +317,11 @@ mod tests {
             "multipart/form-data".parse().expect("value"),
         );
         assert!(check_content_type(&headers).is_err());
+        // Found by the collector's fuzzer: a parameter that is not visible ASCII.
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_bytes("text/plain;charse\u{feff}t=UTF-8".as_bytes()).expect("value"),
+        );
+        assert!(check_content_type(&headers).is_ok());
     }
 }

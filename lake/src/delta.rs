@@ -1,0 +1,697 @@
+//! The lake's tables as Delta Lake tables: `<lake>/events`, `<lake>/features` and
+//! `<lake>/scores`, each with its `_delta_log/`, written through `deltalake-core` on the lake's
+//! own object store.
+//!
+//! - Every change is one Delta commit of `add` and `remove` actions ([`Table::commit`]); a
+//!   change that removes files commits only while every one of them is still live, so two
+//!   rewrites of one file never both win (an erasure and a compaction, say).
+//! - A commit may carry an application transaction (`txn`: an app id and a version that only
+//!   grows): a writer that replays after a crash reads its version back
+//!   ([`Table::app_version`]) and skips what a commit already holds.
+//! - Partitions are Hive-style folders as in DESIGN.md's layout: `events` by `survey_id` and
+//!   `date`, `features` and `scores` by `survey_id`. Files also hold `survey_id` as a column, so
+//!   a reader of the plain Parquet files sees it; Delta readers take it from the log (the values
+//!   agree).
+//! - File statistics in the log are the row count and the time range of `events` files, never
+//!   a column that identifies a session: the log then holds no copy of an erased reference.
+//! - In a local folder every commit file (and checkpoint) is fsync'd with its directory before
+//!   the commit returns: a caller truncates its write-ahead log on the strength of a commit.
+//!
+//! Checkpoints are written every [`CHECKPOINT_INTERVAL`] commits; commit files older than
+//! both a checkpoint and the log retention (30 days) are deleted after it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::tables::{EVENTS_SCHEMA, SCORES_SCHEMA};
+use crate::{Lake, LakeError};
+use catalog::LakeFileKind;
+use deltalake_core::kernel::transaction::{CommitBuilder, TransactionError};
+use deltalake_core::kernel::{
+    Action, Add, ArrayType, DataType as DeltaType, Remove, StructField, Transaction,
+};
+use deltalake_core::logstore::{LogStoreRef, StorageConfig, default_logstore};
+use deltalake_core::operations::create::CreateBuilder;
+use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use deltalake_core::{DeltaTable, DeltaTableError, TableProperty};
+
+/// Commits between checkpoints.
+pub const CHECKPOINT_INTERVAL: u64 = 100;
+
+/// How many times a commit is tried again after losing a race it need not lose (another
+/// writer's commit that touched none of its removed files).
+const MAX_ATTEMPTS: usize = 50;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeltaError {
+    #[error("delta table error: {0}")]
+    Delta(#[from] DeltaTableError),
+    #[error(transparent)]
+    Lake(#[from] LakeError),
+    #[error("the table's schema cannot be written as a Delta schema: {0}")]
+    Schema(String),
+    #[error("commit lost {0} races in a row")]
+    Contended(usize),
+}
+
+/// What a commit does, as the Delta log records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// New rows (a flush, a scoring run's chunk).
+    Append,
+    /// Rows removed by a rewrite of the files that held them (an erasure).
+    Erase,
+    /// The same rows in fewer files (compaction): readers' data does not change.
+    Compact,
+}
+
+/// A file written whole and durably, to be added by a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewFile {
+    /// Path from the lake's root (`events/survey_id=.../date=.../x.parquet`).
+    pub path: String,
+    pub survey_id: String,
+    /// The `date` partition of an `events` file.
+    pub date: Option<String>,
+    pub size: u64,
+    pub rows: u64,
+    /// `received_at` range of an `events` file (Unix ms), for readers' data skipping.
+    pub received: Option<(i64, i64)>,
+}
+
+/// A live file of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFile {
+    /// Path from the lake's root.
+    pub path: String,
+    pub survey_id: String,
+    pub date: Option<String>,
+    pub size: u64,
+    pub rows: Option<u64>,
+    /// When the file was added (Unix ms).
+    pub added_at: i64,
+}
+
+/// The outcome of [`Table::commit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    /// Committed as this table version.
+    Version(u64),
+    /// Nothing committed: a file to remove was no longer live (another rewrite was first).
+    Conflict,
+    /// Nothing committed: the application transaction's version was already reached.
+    AlreadyApplied,
+}
+
+/// One Delta table of the lake. Clones share the loaded state.
+#[derive(Clone)]
+pub struct Table {
+    kind: LakeFileKind,
+    lake: Lake,
+    log_store: LogStoreRef,
+    state: Arc<tokio::sync::Mutex<DeltaTable>>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The partition columns of a table.
+fn partition_columns(kind: LakeFileKind) -> &'static [&'static str] {
+    match kind {
+        LakeFileKind::Events => &["survey_id", "date"],
+        LakeFileKind::Features | LakeFileKind::Scores => &["survey_id"],
+    }
+}
+
+/// The Delta type of one of our Arrow column types.
+fn delta_type(data_type: &arrow::datatypes::DataType) -> Result<DeltaType, DeltaError> {
+    use arrow::datatypes::DataType as A;
+    Ok(match data_type {
+        A::Utf8 | A::LargeUtf8 => DeltaType::STRING,
+        A::Dictionary(_, value) if matches!(**value, A::Utf8) => DeltaType::STRING,
+        A::Int32 => DeltaType::INTEGER,
+        A::Int64 | A::UInt64 => DeltaType::LONG,
+        A::Float64 => DeltaType::DOUBLE,
+        A::Boolean => DeltaType::BOOLEAN,
+        A::Timestamp(_, Some(_)) => DeltaType::TIMESTAMP,
+        A::List(item) => DeltaType::Array(Box::new(ArrayType::new(
+            delta_type(item.data_type())?,
+            item.is_nullable(),
+        ))),
+        other => return Err(DeltaError::Schema(format!("{other:?}"))),
+    })
+}
+
+/// The Delta columns of a table: the Parquet files' columns, then partition columns the files
+/// do not hold (`date`).
+fn delta_columns(
+    kind: LakeFileKind,
+    feature_names: &[&str],
+) -> Result<Vec<StructField>, DeltaError> {
+    let schema = match kind {
+        LakeFileKind::Events => EVENTS_SCHEMA.clone(),
+        LakeFileKind::Features => crate::tables::features_schema(feature_names),
+        LakeFileKind::Scores => SCORES_SCHEMA.clone(),
+    };
+    let mut columns = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            Ok(StructField::new(
+                field.name().clone(),
+                delta_type(field.data_type())?,
+                field.is_nullable(),
+            ))
+        })
+        .collect::<Result<Vec<_>, DeltaError>>()?;
+    if kind == LakeFileKind::Events {
+        columns.push(StructField::new("date", DeltaType::STRING, false));
+    }
+    Ok(columns)
+}
+
+impl Table {
+    /// Opens the table of `kind`, creating it when the lake has none yet (instances starting
+    /// together may race: one creates it, the others load it). `feature_names` are the columns
+    /// of the `features` table past its keys (unused for the other tables).
+    pub async fn open(
+        lake: &Lake,
+        kind: LakeFileKind,
+        feature_names: &[&str],
+    ) -> Result<Table, DeltaError> {
+        let (prefixed, root) = lake.table_stores(kind.as_str());
+        let location = lake.table_url(kind.as_str())?;
+        // The kernel reads a local table's folder before there is a log in it.
+        lake.create_folder(kind.as_str()).await?;
+        let log_store = default_logstore(prefixed, root, &location, &StorageConfig::default());
+        let mut table = DeltaTable::new(Arc::clone(&log_store));
+        let exists = match table.load().await {
+            Ok(()) => true,
+            Err(DeltaTableError::NotATable(_)) => false,
+            Err(error) => return Err(error.into()),
+        };
+        if !exists {
+            let created = CreateBuilder::new()
+                .with_log_store(Arc::clone(&log_store))
+                .with_table_name(kind.as_str())
+                .with_columns(delta_columns(kind, feature_names)?)
+                .with_partition_columns(partition_columns(kind).iter().copied())
+                // Old commit files go only after a checkpoint we have synced (`checkpoint`).
+                .with_configuration_property(TableProperty::EnableExpiredLogCleanup, Some("false"))
+                .with_save_mode(SaveMode::ErrorIfExists)
+                .await;
+            match created {
+                Ok(created) => {
+                    tracing::debug!(version = ?created.version(), "created a delta table");
+                }
+                // Another instance created it first.
+                Err(DeltaTableError::VersionAlreadyExists(_))
+                | Err(DeltaTableError::Transaction {
+                    source: TransactionError::VersionAlreadyExists(_),
+                }) => {}
+                Err(error) => return Err(error.into()),
+            }
+            lake.sync_delta_log(kind.as_str(), 0).await?;
+            table.load().await?;
+        }
+        Ok(Table {
+            kind,
+            lake: lake.clone(),
+            log_store,
+            state: Arc::new(tokio::sync::Mutex::new(table)),
+        })
+    }
+
+    pub fn kind(&self) -> LakeFileKind {
+        self.kind
+    }
+
+    /// Loads commits made since the last load (by this instance or any other).
+    pub async fn refresh(&self) -> Result<u64, DeltaError> {
+        let mut table = self.state.lock().await;
+        table.update_state().await?;
+        Ok(table.version().unwrap_or(0))
+    }
+
+    /// The live files of the newest snapshot (of one survey, or all), in commit order.
+    pub async fn live_files(&self, survey: Option<&str>) -> Result<Vec<LiveFile>, DeltaError> {
+        let mut table = self.state.lock().await;
+        table.update_state().await?;
+        self.files_of(&table, survey)
+    }
+
+    /// The version the application `app_id` last committed, after loading new commits.
+    pub async fn app_version(&self, app_id: &str) -> Result<Option<i64>, DeltaError> {
+        let mut table = self.state.lock().await;
+        table.update_state().await?;
+        Ok(table
+            .snapshot()?
+            .transaction_version(self.log_store.as_ref(), app_id)
+            .await?)
+    }
+
+    /// The live files as of a version or a time (the newest version committed at or before
+    /// it), for `telltale sql --as-of`.
+    pub async fn files_as_of(&self, at: AsOf) -> Result<(u64, Vec<LiveFile>), DeltaError> {
+        let mut table = DeltaTable::new(Arc::clone(&self.log_store));
+        match at {
+            AsOf::Version(version) => table.load_version(version).await?,
+            AsOf::Time(time) => table.load_with_datetime(time).await?,
+        }
+        let version = table.version().unwrap_or(0);
+        Ok((version, self.files_of(&table, None)?))
+    }
+
+    fn files_of(
+        &self,
+        table: &DeltaTable,
+        survey: Option<&str>,
+    ) -> Result<Vec<LiveFile>, DeltaError> {
+        let prefix = format!("{}/", self.kind.as_str());
+        let mut files = Vec::new();
+        for file in table.snapshot()?.log_data() {
+            let partitions = file.partition_values_map();
+            let survey_id = partitions
+                .get("survey_id")
+                .cloned()
+                .flatten()
+                .unwrap_or_default();
+            if survey.is_some_and(|wanted| wanted != survey_id) {
+                continue;
+            }
+            files.push(LiveFile {
+                path: format!("{prefix}{}", file.path()),
+                survey_id,
+                date: partitions.get("date").cloned().flatten(),
+                size: u64::try_from(file.size()).unwrap_or(0),
+                rows: file.num_records().map(|rows| rows as u64),
+                added_at: file.modification_time(),
+            });
+        }
+        Ok(files)
+    }
+
+    /// Commits `added` and the removal of `removed` (paths from the lake's root) as one Delta
+    /// commit, with the application transaction `txn` if given.
+    ///
+    /// A commit that removes files goes ahead only while all of them are live; another
+    /// writer's commit in between that leaves them live is no conflict (the commit is tried
+    /// again on the newer snapshot). With `txn`, a commit whose app version was already reached
+    /// commits nothing.
+    pub async fn commit(
+        &self,
+        change: Change,
+        added: &[NewFile],
+        removed: &[String],
+        txn: Option<(&str, i64)>,
+    ) -> Result<Committed, DeltaError> {
+        let prefix = format!("{}/", self.kind.as_str());
+        let now = chrono::Utc::now().timestamp_millis();
+        let data_change = change != Change::Compact;
+        let mut table = self.state.lock().await;
+        for _ in 0..MAX_ATTEMPTS {
+            table.update_state().await?;
+            let snapshot = table.snapshot()?;
+            if let Some((app_id, version)) = txn {
+                let done = snapshot
+                    .transaction_version(self.log_store.as_ref(), app_id)
+                    .await?;
+                if done.is_some_and(|done| done >= version) {
+                    return Ok(Committed::AlreadyApplied);
+                }
+            }
+            let mut live: HashMap<String, LiveFile> = HashMap::new();
+            if !removed.is_empty() {
+                let wanted: HashSet<&str> = removed.iter().map(String::as_str).collect();
+                for file in self.files_of(&table, None)? {
+                    if wanted.contains(file.path.as_str()) {
+                        live.insert(file.path.clone(), file);
+                    }
+                }
+                if live.len() != wanted.len() {
+                    return Ok(Committed::Conflict);
+                }
+            }
+            let mut actions = Vec::with_capacity(added.len() + removed.len() + 1);
+            for path in removed {
+                let file = &live[path];
+                actions.push(Action::Remove(Remove {
+                    path: relative(&prefix, path).to_owned(),
+                    data_change,
+                    deletion_timestamp: Some(now),
+                    extended_file_metadata: Some(true),
+                    partition_values: Some(
+                        self.partition_values(&file.survey_id, file.date.as_deref()),
+                    ),
+                    size: i64::try_from(file.size).ok(),
+                    ..Default::default()
+                }));
+            }
+            for file in added {
+                actions.push(Action::Add(Add {
+                    path: relative(&prefix, &file.path).to_owned(),
+                    partition_values: self.partition_values(&file.survey_id, file.date.as_deref()),
+                    size: i64::try_from(file.size).unwrap_or(i64::MAX),
+                    modification_time: now,
+                    data_change,
+                    stats: Some(statistics(file)),
+                    ..Default::default()
+                }));
+            }
+            if let Some((app_id, version)) = txn {
+                actions.push(Action::Txn(Transaction::new_with_last_update(
+                    app_id,
+                    version,
+                    Some(now),
+                )));
+            }
+            let operation = match change {
+                Change::Append => DeltaOperation::Write {
+                    mode: SaveMode::Append,
+                    partition_by: Some(
+                        partition_columns(self.kind)
+                            .iter()
+                            .map(|c| (*c).to_owned())
+                            .collect(),
+                    ),
+                    predicate: None,
+                },
+                Change::Erase => DeltaOperation::Delete { predicate: None },
+                Change::Compact => DeltaOperation::Optimize {
+                    predicate: None,
+                    target_size: 0,
+                },
+            };
+            let result = CommitBuilder::default()
+                .with_actions(actions)
+                .build(Some(snapshot), Arc::clone(&self.log_store), operation)
+                .await;
+            match result {
+                Ok(finalized) => {
+                    let version = finalized.version();
+                    self.lake
+                        .sync_delta_log(self.kind.as_str(), version)
+                        .await?;
+                    table.update_state().await?;
+                    if version % CHECKPOINT_INTERVAL == 0 {
+                        self.checkpoint(&table, version).await?;
+                    }
+                    return Ok(Committed::Version(version));
+                }
+                // Another writer's commit in between: look again at the newer snapshot.
+                Err(DeltaTableError::Transaction {
+                    source: TransactionError::CommitConflict(conflict),
+                }) => {
+                    tracing::debug!(table = self.kind.as_str(), %conflict, "delta commit raced");
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(DeltaError::Contended(MAX_ATTEMPTS))
+    }
+
+    /// Writes a checkpoint at `version`, syncs it, then deletes commit files older than both
+    /// it and the log retention.
+    async fn checkpoint(&self, table: &DeltaTable, version: u64) -> Result<(), DeltaError> {
+        deltalake_core::checkpoints::create_checkpoint(table, None).await?;
+        self.lake
+            .sync_delta_checkpoint(self.kind.as_str(), version)
+            .await?;
+        deltalake_core::checkpoints::cleanup_metadata(table, None).await?;
+        Ok(())
+    }
+
+    fn partition_values(
+        &self,
+        survey_id: &str,
+        date: Option<&str>,
+    ) -> HashMap<String, Option<String>> {
+        let mut values = HashMap::from([("survey_id".to_owned(), Some(survey_id.to_owned()))]);
+        if self.kind == LakeFileKind::Events {
+            values.insert("date".to_owned(), date.map(str::to_owned));
+        }
+        values
+    }
+}
+
+/// A point in a table's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsOf {
+    Version(u64),
+    Time(chrono::DateTime<chrono::Utc>),
+}
+
+fn relative<'a>(prefix: &str, path: &'a str) -> &'a str {
+    path.strip_prefix(prefix).unwrap_or(path)
+}
+
+/// The `stats` JSON of an added file: its row count and, for `events`, its `received_at` range.
+fn statistics(file: &NewFile) -> String {
+    let mut stats = serde_json::json!({ "numRecords": file.rows });
+    if let Some((min, max)) = file.received {
+        let format = |ms: i64| {
+            chrono::DateTime::from_timestamp_millis(ms)
+                .map(|time| time.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        };
+        if let (Some(min), Some(max)) = (format(min), format(max)) {
+            stats["minValues"] = serde_json::json!({ "received_at": min });
+            stats["maxValues"] = serde_json::json!({ "received_at": max });
+        }
+    }
+    stats.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SURVEY: &str = "00112233445566778899aabb";
+
+    fn new_file(name: &str, rows: u64) -> NewFile {
+        NewFile {
+            path: format!("events/survey_id={SURVEY}/date=2026-11-25/{name}.parquet"),
+            survey_id: SURVEY.to_owned(),
+            date: Some("2026-11-25".to_owned()),
+            size: 100 + rows,
+            rows,
+            received: Some((1_764_000_000_000, 1_764_000_001_000)),
+        }
+    }
+
+    async fn lake() -> (tempfile::TempDir, Lake) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lake = Lake::open(&dir.path().display().to_string()).expect("lake");
+        (dir, lake)
+    }
+
+    fn paths(files: &[LiveFile]) -> Vec<String> {
+        let mut paths: Vec<String> = files.iter().map(|file| file.path.clone()).collect();
+        paths.sort();
+        paths
+    }
+
+    #[tokio::test]
+    async fn an_append_with_an_application_transaction_commits_once() {
+        let (dir, lake) = lake().await;
+        let table = Table::open(&lake, LakeFileKind::Events, &[])
+            .await
+            .expect("open");
+        assert_eq!(table.app_version("ingest-a").await.expect("txn"), None);
+        let first = table
+            .commit(
+                Change::Append,
+                &[new_file("a-1-5", 5)],
+                &[],
+                Some(("ingest-a", 5)),
+            )
+            .await
+            .expect("commit");
+        assert!(matches!(first, Committed::Version(1)), "{first:?}");
+        // Replayed after a crash: the same position commits nothing.
+        let again = table
+            .commit(
+                Change::Append,
+                &[new_file("a-1-5", 5)],
+                &[],
+                Some(("ingest-a", 5)),
+            )
+            .await
+            .expect("commit");
+        assert_eq!(again, Committed::AlreadyApplied);
+        assert_eq!(table.app_version("ingest-a").await.expect("txn"), Some(5));
+        let files = table.live_files(Some(SURVEY)).await.expect("files");
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].path, new_file("a-1-5", 5).path);
+        assert_eq!(files[0].date.as_deref(), Some("2026-11-25"));
+        assert_eq!(files[0].rows, Some(5));
+        assert!(
+            table
+                .live_files(Some("ffffffffffffffffffffffff"))
+                .await
+                .expect("files")
+                .is_empty()
+        );
+        // A second handle (another instance) sees the commit.
+        let other = Table::open(&lake, LakeFileKind::Events, &[])
+            .await
+            .expect("open");
+        assert_eq!(other.app_version("ingest-a").await.expect("txn"), Some(5));
+        assert!(
+            dir.path()
+                .join("events/_delta_log/00000000000000000001.json")
+                .exists()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replacement_commits_only_while_its_files_are_live() {
+        let (_dir, lake) = lake().await;
+        let table = Table::open(&lake, LakeFileKind::Events, &[])
+            .await
+            .expect("open");
+        let (a, b) = (new_file("a-1-1", 1), new_file("a-2-2", 1));
+        table
+            .commit(Change::Append, &[a.clone(), b.clone()], &[], None)
+            .await
+            .expect("append");
+        let merged = new_file("rewrite_merged", 2);
+        let compacted = table
+            .commit(
+                Change::Compact,
+                &[merged.clone()],
+                &[a.path.clone(), b.path.clone()],
+                None,
+            )
+            .await
+            .expect("compact");
+        assert!(matches!(compacted, Committed::Version(2)));
+        assert_eq!(
+            paths(&table.live_files(None).await.expect("files")),
+            [merged.path.clone()]
+        );
+        // An erasure planned on the old snapshot loses: its file is no longer live.
+        let erased = new_file("rewrite_erased", 1);
+        let lost = table
+            .commit(Change::Erase, &[erased], &[a.path.clone()], None)
+            .await
+            .expect("erase");
+        assert_eq!(lost, Committed::Conflict);
+        assert_eq!(
+            paths(&table.live_files(None).await.expect("files")),
+            [merged.path.clone()]
+        );
+        // History: version 1 still lists the two flushed files.
+        let (version, old) = table.files_as_of(AsOf::Version(1)).await.expect("as of");
+        assert_eq!(version, 1);
+        assert_eq!(paths(&old), [a.path, b.path]);
+    }
+
+    #[tokio::test]
+    async fn instances_appending_at_once_all_commit() {
+        let (_dir, lake) = lake().await;
+        let first = Table::open(&lake, LakeFileKind::Events, &[])
+            .await
+            .expect("open");
+        let mut tasks = Vec::new();
+        for instance in 0..3 {
+            // Each instance has its own handle, as separate processes would.
+            let table = Table::open(&lake, LakeFileKind::Events, &[])
+                .await
+                .expect("open");
+            tasks.push(tokio::spawn(async move {
+                for lsn in 1..=10i64 {
+                    let file = new_file(&format!("i{instance}-{lsn}-{lsn}"), 1);
+                    let app = format!("ingest-i{instance}");
+                    let committed = table
+                        .commit(Change::Append, &[file], &[], Some((&app, lsn)))
+                        .await
+                        .expect("commit");
+                    assert!(matches!(committed, Committed::Version(_)), "{committed:?}");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("task");
+        }
+        assert_eq!(first.live_files(None).await.expect("files").len(), 30);
+        for instance in 0..3 {
+            let app = format!("ingest-i{instance}");
+            assert_eq!(first.app_version(&app).await.expect("txn"), Some(10));
+        }
+        assert_eq!(first.refresh().await.expect("version"), 30);
+    }
+
+    #[tokio::test]
+    async fn checkpoints_are_written_and_the_log_names_no_session() {
+        let (dir, lake) = lake().await;
+        let table = Table::open(&lake, LakeFileKind::Events, &[])
+            .await
+            .expect("open");
+        for lsn in 1..=CHECKPOINT_INTERVAL {
+            let file = new_file(&format!("a-{lsn}-{lsn}"), 1);
+            table
+                .commit(Change::Append, &[file], &[], Some(("ingest-a", lsn as i64)))
+                .await
+                .expect("commit");
+        }
+        let log = dir.path().join("events/_delta_log");
+        assert!(log.join("_last_checkpoint").exists());
+        assert!(
+            log.join(format!("{CHECKPOINT_INTERVAL:020}.checkpoint.parquet"))
+                .exists()
+        );
+        let reopened = Table::open(&lake, LakeFileKind::Events, &[])
+            .await
+            .expect("open");
+        assert_eq!(reopened.live_files(None).await.expect("files").len(), 100);
+        assert_eq!(
+            reopened.app_version("ingest-a").await.expect("txn"),
+            Some(100)
+        );
+        // Statistics hold row counts and times, never a session column.
+        let commit = std::fs::read_to_string(log.join("00000000000000000001.json")).expect("read");
+        assert!(commit.contains("numRecords"), "{commit}");
+        assert!(
+            !commit.contains("session_id") && !commit.contains("reference"),
+            "{commit}"
+        );
+    }
+
+    #[tokio::test]
+    async fn features_and_scores_tables_are_partitioned_by_survey() {
+        let (dir, lake) = lake().await;
+        let features = Table::open(&lake, LakeFileKind::Features, &["pointer_speed"])
+            .await
+            .expect("open");
+        let scores = Table::open(&lake, LakeFileKind::Scores, &[])
+            .await
+            .expect("open");
+        let file = NewFile {
+            path: format!("scores/survey_id={SURVEY}/run-abc-00001.parquet"),
+            survey_id: SURVEY.to_owned(),
+            date: None,
+            size: 10,
+            rows: 3,
+            received: None,
+        };
+        scores
+            .commit(Change::Append, &[file.clone()], &[], Some(("run-1", 1)))
+            .await
+            .expect("commit");
+        let live = scores.live_files(Some(SURVEY)).await.expect("files");
+        assert_eq!(paths(&live), [file.path]);
+        assert_eq!(live[0].date, None);
+        assert!(features.live_files(None).await.expect("files").is_empty());
+        let metadata = std::fs::read_to_string(
+            dir.path()
+                .join("features/_delta_log/00000000000000000000.json"),
+        )
+        .expect("read");
+        assert!(metadata.contains("pointer_speed"), "{metadata}");
+    }
+}
