@@ -563,7 +563,7 @@ mod tests {
         let compacted = table
             .commit(
                 Change::Compact,
-                &[merged.clone()],
+                std::slice::from_ref(&merged),
                 &[a.path.clone(), b.path.clone()],
                 None,
             )
@@ -572,18 +572,23 @@ mod tests {
         assert!(matches!(compacted, Committed::Version(2)));
         assert_eq!(
             paths(&table.live_files(None).await.expect("files")),
-            [merged.path.clone()]
+            std::slice::from_ref(&merged.path)
         );
         // An erasure planned on the old snapshot loses: its file is no longer live.
         let erased = new_file("rewrite_erased", 1);
         let lost = table
-            .commit(Change::Erase, &[erased], &[a.path.clone()], None)
+            .commit(
+                Change::Erase,
+                &[erased],
+                std::slice::from_ref(&a.path),
+                None,
+            )
             .await
             .expect("erase");
         assert_eq!(lost, Committed::Conflict);
         assert_eq!(
             paths(&table.live_files(None).await.expect("files")),
-            [merged.path.clone()]
+            std::slice::from_ref(&merged.path)
         );
         // History: version 1 still lists the two flushed files.
         let (version, old) = table.files_as_of(AsOf::Version(1)).await.expect("as of");
@@ -680,7 +685,12 @@ mod tests {
             received: None,
         };
         scores
-            .commit(Change::Append, &[file.clone()], &[], Some(("run-1", 1)))
+            .commit(
+                Change::Append,
+                std::slice::from_ref(&file),
+                &[],
+                Some(("run-1", 1)),
+            )
             .await
             .expect("commit");
         let live = scores.live_files(Some(SURVEY)).await.expect("files");
