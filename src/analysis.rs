@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use catalog::{Catalog, LakeFileKind, RunProgress, RunStatus, SurveyId};
+use catalog::{Catalog, RunProgress, RunStatus, SurveyId};
 use datafusion::execution::context::SQLOptions;
 use ingest::Ingestor;
 use lake::Lake;
+use lake::TableKind;
+use lake::delta::AsOf;
 use query::LakeQuery;
 use scorer::{Model, RunEnd, Scorer, ScoringSettings};
 
@@ -73,7 +75,9 @@ async fn open_storage(storage: &StorageArgs) -> anyhow::Result<(Arc<dyn Catalog>
     let catalog = catalog::open(&url)
         .await
         .with_context(|| format!("opening catalog {url}"))?;
-    let lake = Lake::open(&storage.lake_url()).context("opening the lake")?;
+    let lake = Lake::open(&storage.lake_url(), scorer::Features::NAMES)
+        .await
+        .context("opening the lake")?;
     Ok((catalog, lake))
 }
 
@@ -97,14 +101,11 @@ pub async fn compact(
         bail!("no survey {survey} in this catalog");
     }
     let owner = lake::rewrite::command_line_owner();
-    // What earlier, killed runs left behind first.
-    lake::rewrite::delete_unlinked_objects(&catalog, &lake, None).await?;
     let config = lake::compaction::CompactionConfig {
         target_rows: target_rows.max(2),
     };
     let report =
         lake::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;
-    lake::rewrite::delete_unlinked_objects(&catalog, &lake, None).await?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -240,43 +241,73 @@ impl ProgressBar {
     }
 }
 
-/// Registers the lake's tables (`events`, `features`, `scores`) over their live files.
-pub async fn register_lake_tables(query: &LakeQuery, catalog: &dyn Catalog) -> anyhow::Result<()> {
+/// Registers the lake's tables (`events`, `features`, `scores`) over the files of their Delta
+/// snapshots: the newest, or those as of `as_of`.
+pub async fn register_lake_tables(
+    query: &LakeQuery,
+    lake: &Lake,
+    as_of: Option<&str>,
+) -> anyhow::Result<()> {
+    let at = match as_of {
+        None => None,
+        Some(text) => Some(match text.trim().parse::<u64>() {
+            Ok(version) => {
+                let time = lake
+                    .table(TableKind::Events)
+                    .version_time(version)
+                    .await
+                    .with_context(|| format!("the events table has no version {version}"))?;
+                (Some(version), time)
+            }
+            Err(_) => {
+                let time = chrono::DateTime::parse_from_rfc3339(text.trim())
+                    .with_context(|| {
+                        format!("--as-of {text:?} is neither a version number nor an RFC 3339 time")
+                    })?
+                    .with_timezone(&chrono::Utc);
+                (None, time)
+            }
+        }),
+    };
     let tables = [
-        (
-            "events",
-            LakeFileKind::Events,
-            lake::tables::EVENTS_SCHEMA.clone(),
-        ),
-        (
-            "features",
-            LakeFileKind::Features,
-            scorer::tables::FEATURES_SCHEMA.clone(),
-        ),
-        (
-            "scores",
-            LakeFileKind::Scores,
-            scorer::tables::SCORES_SCHEMA.clone(),
-        ),
+        (TableKind::Events, lake::tables::EVENTS_SCHEMA.clone()),
+        (TableKind::Features, scorer::tables::FEATURES_SCHEMA.clone()),
+        (TableKind::Scores, scorer::tables::SCORES_SCHEMA.clone()),
     ];
-    for (name, kind, schema) in tables {
-        let paths: Vec<String> = catalog
-            .live_files(kind, None)
-            .await?
-            .into_iter()
-            .map(|file| file.file.path)
-            .collect();
-        query.register(name, schema, &paths)?;
+    for (kind, schema) in tables {
+        let table = lake.table(kind);
+        let files = match at {
+            None => table.live_files(None).await?,
+            Some((Some(version), _)) if kind == TableKind::Events => {
+                table.files_as_of(AsOf::Version(version)).await?.1
+            }
+            Some((_, time)) => match table.files_as_of(AsOf::Time(time)).await {
+                Ok((_, files)) => files,
+                // Created after that time: it had no rows then.
+                Err(error) if table.created_after(time).await? => {
+                    tracing::debug!(%error, table = kind.as_str(), "no snapshot that old");
+                    Vec::new()
+                }
+                Err(error) => return Err(error.into()),
+            },
+        };
+        let paths: Vec<String> = files.into_iter().map(|file| file.path).collect();
+        query.register(kind.as_str(), schema, &paths)?;
     }
     Ok(())
 }
 
 /// `telltale sql "..."`: read-only SQL over the lake.
-pub async fn sql(storage: &StorageArgs, text: &str, format: SqlFormat) -> anyhow::Result<()> {
-    let (catalog, lake) = open_storage(storage).await?;
+pub async fn sql(
+    storage: &StorageArgs,
+    text: &str,
+    format: SqlFormat,
+    as_of: Option<&str>,
+) -> anyhow::Result<()> {
+    let (_catalog, lake) = open_storage(storage).await?;
     let threads = std::thread::available_parallelism().map_or(2, usize::from);
     let query = LakeQuery::new(lake.store().clone(), threads)?;
-    register_lake_tables(&query, catalog.as_ref()).await?;
+    register_lake_tables(&query, &lake, as_of).await?;
     // Queries only: no DDL (external tables over arbitrary paths), no DML, no `SET`.
     let options = SQLOptions::new()
         .with_allow_ddl(false)

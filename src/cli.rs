@@ -88,13 +88,19 @@ pub enum Command {
         #[command(flatten)]
         scoring: ScoringArgs,
     },
-    /// Run SQL over the lake's `events`, `features` and `scores` tables (DataFusion).
+    /// Run SQL over the lake's `events`, `features` and `scores` tables (DataFusion), as their
+    /// Delta logs' newest snapshots have them, or as of an earlier point.
     Sql {
         /// The query, e.g. "SELECT score_band, count(*) FROM scores GROUP BY 1".
         query: String,
         /// Output format.
         #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
         format: SqlFormat,
+        /// Read the tables as they were: an RFC 3339 time (each table's newest version committed
+        /// by then), or a version of the `events` table (the other two as of that version's
+        /// commit time). Reaches back as far as the lake retention keeps replaced files.
+        #[arg(long, value_name = "VERSION|TIME")]
+        as_of: Option<String>,
     },
     /// Flush this data dir's write-ahead log into the lake and the catalog, then exit: run it
     /// on an instance's data dir after stopping its server and before retiring the machine.
@@ -225,6 +231,12 @@ pub struct ServeArgs {
         default_value_t = 2_000_000
     )]
     pub compaction_target_rows: u64,
+
+    /// Seconds a file a compaction replaced stays in the lake for readers of older snapshots
+    /// (and `telltale sql --as-of`) before the vacuum after a compaction deletes it; also how
+    /// old an upload no commit names must be before the vacuum takes it for a dead writer's.
+    #[arg(long, env = "TELLTALE_LAKE_RETENTION_SECS", default_value_t = 3600)]
+    pub lake_retention_secs: u64,
 
     #[command(flatten)]
     pub scoring: ScoringArgs,

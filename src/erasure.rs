@@ -24,19 +24,14 @@
 //! attempt is retried after 1, 2, 4 and 8 s; the fifth failure makes the deletion `failed` with
 //! its error.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog::{
-    Catalog, DeletionSetback, LakeFile, LakeFileKind, NewLakeFile, SessionDeletion, SessionErasure,
-    SurveyId,
-};
+use catalog::{Catalog, DeletionSetback, SessionDeletion, SessionErasure, SurveyId};
 use ingest::{IngestError, Ingestor};
-use lake::Lake;
 use lake::compaction::{self, CompactionConfig};
 use lake::rewrite::{self, Erased, RewriteError, SessionRows};
-use lake::tables;
+use lake::{Change, Lake, LiveFile, NewFile, TableKind, tables};
 
 /// Tries before a deletion is `failed`.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -188,22 +183,11 @@ impl DeletionService {
         Ok(deletion)
     }
 
-    /// Deletes what crashed rewrites of this instance left, then works due deletions until the
-    /// task is dropped.
+    /// Works due deletions until the task is dropped. (What crashed rewrites left is the
+    /// vacuum's: see [`spawn_compaction`].)
     pub fn spawn(&self) -> tokio::task::JoinHandle<()> {
         let service = self.clone();
         tokio::spawn(async move {
-            match rewrite::delete_unlinked_objects(
-                &service.catalog,
-                &service.lake,
-                Some(&service.owner),
-            )
-            .await
-            {
-                Ok(0) => {}
-                Ok(deleted) => tracing::info!(deleted, "removed objects of interrupted rewrites"),
-                Err(error) => tracing::warn!(%error, "could not remove interrupted rewrites"),
-            }
             loop {
                 if let Err(error) = service.work_due().await {
                     tracing::warn!(%error, "could not look for deletions to work");
@@ -305,28 +289,36 @@ impl DeletionService {
             identifiers: identifiers.iter().cloned().collect(),
         });
 
-        let mut removed = Vec::new();
-        let mut added = Vec::new();
-        for kind in [
-            LakeFileKind::Events,
-            LakeFileKind::Features,
-            LakeFileKind::Scores,
-        ] {
-            for file in self.catalog.live_files(kind, Some(survey)).await? {
-                if kind == LakeFileKind::Events && !may_hold(&file, &session.identifiers) {
-                    continue;
-                }
-                match self.erase_from(&file, &session).await? {
+        let survey_id = survey.as_str();
+        for kind in TableKind::ALL {
+            let mut removed = Vec::new();
+            let mut added = Vec::new();
+            for file in self.lake.table(kind).live_files(Some(survey_id)).await? {
+                match self.erase_from(kind, &file, &session).await? {
                     FileErasure::Untouched => continue,
                     FileErasure::Removed => {}
                     FileErasure::Replaced(bytes, new) => added.push((bytes, new)),
                 }
-                removed.push(file.file.path);
+                removed.push(file.path);
             }
-        }
-        // A run that started while the files were rewritten would lose them under its scan.
-        if self.catalog.has_active_scoring_run(survey).await? {
-            return Ok(Attempt::Deferred("a scoring run started on the survey"));
+            // A run that started while the files were rewritten would lose them under its scan.
+            if self.catalog.has_active_scoring_run(survey).await? {
+                return Ok(Attempt::Deferred("a scoring run started on the survey"));
+            }
+            if !removed.is_empty()
+                && !rewrite::replace_files(&self.lake, kind, Change::Erase, removed, added).await?
+            {
+                return Ok(Attempt::Deferred("another rewrite replaced a file first"));
+            }
+            // Copies no snapshot names any more: what a crashed attempt replaced, compaction
+            // inputs kept for readers, uploads of dead writers.
+            let sweep =
+                rewrite::delete_unlinked_copies(&self.lake, kind, survey_id, &session).await?;
+            if sweep.in_flight > 0 {
+                return Ok(Attempt::Deferred(
+                    "an upload not yet committed holds the session",
+                ));
+            }
         }
         let erasure = SessionErasure {
             survey_id: survey.clone(),
@@ -337,18 +329,7 @@ impl DeletionService {
                 .collect(),
             identifiers,
         };
-        if !rewrite::replace_files(
-            &self.catalog,
-            &self.lake,
-            &self.owner,
-            removed,
-            added,
-            Some(&erasure),
-        )
-        .await?
-        {
-            return Ok(Attempt::Deferred("another rewrite replaced a file first"));
-        }
+        self.catalog.erase_session_rows(&erasure).await?;
         if let Some(ingestor) = &self.ingestor {
             ingestor.refresh_tombstones().await?;
         }
@@ -359,11 +340,11 @@ impl DeletionService {
     /// What becomes of one live file: left alone, removed, or replaced by a rewrite.
     async fn erase_from(
         &self,
-        file: &LakeFile,
+        kind: TableKind,
+        file: &LiveFile,
         session: &Arc<SessionRows>,
     ) -> Result<FileErasure, AttemptError> {
-        let bytes = self.lake.read(&file.file.path).await?;
-        let kind = file.file.kind;
+        let bytes = self.lake.read(&file.path).await?;
         let (session_column, properties) = (
             tables::session_column(kind),
             tables::writer_properties(kind),
@@ -378,21 +359,14 @@ impl DeletionService {
             Erased::Emptied => return Ok(FileErasure::Removed),
             Erased::Rewritten(rewritten) => rewritten,
         };
-        let path = tables::rewritten_file_path(
-            kind,
-            file.file.survey_id.as_str(),
-            file.file.partition_date.as_deref(),
-        );
-        let new = NewLakeFile {
-            path,
-            kind,
-            survey_id: file.file.survey_id.clone(),
-            partition_date: file.file.partition_date.clone(),
-            row_count: rewritten.rows,
-            size_bytes: rewritten.bytes.len() as u64,
-            // From the kept rows: an erased identifier must not stay behind as a bound.
-            min_session: rewritten.min_session,
-            max_session: rewritten.max_session,
+        let new = NewFile {
+            path: tables::rewritten_file_path(kind, &file.survey_id, file.date.as_deref()),
+            survey_id: file.survey_id.clone(),
+            date: file.date.clone(),
+            size: rewritten.bytes.len() as u64,
+            rows: rewritten.rows,
+            // The original's range still bounds the rows kept.
+            received: file.received,
         };
         Ok(FileErasure::Replaced(rewritten.bytes, new))
     }
@@ -401,19 +375,7 @@ impl DeletionService {
 enum FileErasure {
     Untouched,
     Removed,
-    Replaced(Vec<u8>, NewLakeFile),
-}
-
-/// Whether an events file may hold rows of these identifiers, from its recorded session range.
-/// With no identifier known every file is read (its session columns only).
-fn may_hold(file: &LakeFile, identifiers: &HashSet<String>) -> bool {
-    let (Some(min), Some(max)) = (&file.file.min_session, &file.file.max_session) else {
-        return true;
-    };
-    identifiers.is_empty()
-        || identifiers
-            .iter()
-            .any(|identifier| identifier >= min && identifier <= max)
+    Replaced(Vec<u8>, NewFile),
 }
 
 /// Wait before the next try after `attempt` failed ones: 1, 2, 4, 8 s...
@@ -421,13 +383,16 @@ fn backoff_ms(attempt: u32) -> i64 {
     1000 << attempt.saturating_sub(1).min(6)
 }
 
-/// Compacts every survey's events files now and then, until the task is dropped.
+/// Compacts every survey's events files now and then, and vacuums the tables after (files
+/// removed at least `retention` ago, uploads no commit names at least that old), until the
+/// task is dropped.
 pub fn spawn_compaction(
     catalog: Arc<dyn Catalog>,
     lake: Lake,
     owner: String,
     period: Duration,
     config: CompactionConfig,
+    retention: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
@@ -439,8 +404,14 @@ pub fn spawn_compaction(
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "compaction failed; will retry"),
             }
-            if let Err(error) = rewrite::delete_unlinked_objects(&catalog, &lake, None).await {
-                tracing::warn!(%error, "could not delete replaced lake objects");
+            for kind in TableKind::ALL {
+                match lake.table(kind).vacuum(retention).await {
+                    Ok(0) => {}
+                    Ok(deleted) => tracing::info!(table = kind.as_str(), deleted, "vacuumed"),
+                    Err(error) => {
+                        tracing::warn!(table = kind.as_str(), %error, "vacuum failed; will retry")
+                    }
+                }
             }
         }
     })

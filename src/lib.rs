@@ -49,9 +49,11 @@ pub fn run() -> anyhow::Result<()> {
                 json,
                 scoring,
             } => analysis::score(&cli.storage, &survey, force, json, &scoring).await,
-            cli::Command::Sql { query, format } => {
-                analysis::sql(&cli.storage, &query, format).await
-            }
+            cli::Command::Sql {
+                query,
+                format,
+                as_of,
+            } => analysis::sql(&cli.storage, &query, format, as_of.as_deref()).await,
             cli::Command::Drain { json } => server::drain(&cli.storage, json).await,
             cli::Command::Compact {
                 survey,

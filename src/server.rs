@@ -27,7 +27,9 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         .with_context(|| format!("opening catalog {catalog_url}"))?;
     bootstrap(catalog.as_ref()).await?;
 
-    let lake = lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
+    let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES)
+        .await
+        .context("opening the lake")?;
     let instance = instance_id(storage)?;
     let mut config = IngestConfig::new(instance.clone(), storage.data_dir.join("wal"));
     config.flush_interval = Duration::from_millis(args.flush_interval_ms.max(100));
@@ -63,6 +65,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
             lake::compaction::CompactionConfig {
                 target_rows: args.compaction_target_rows.max(2),
             },
+            Duration::from_secs(args.lake_retention_secs),
         )
     });
     let scoring = scorer::ScoringService::new(scorer);
@@ -157,11 +160,11 @@ pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
     let catalog = catalog::open(&catalog_url)
         .await
         .with_context(|| format!("opening catalog {catalog_url}"))?;
-    let lake = lake::Lake::open(&storage.lake_url()).context("opening the lake")?;
+    let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES)
+        .await
+        .context("opening the lake")?;
     let instance = instance_id(storage)?;
-    let applied_before = catalog
-        .wal_watermark(&instance, catalog::WalConsumer::Lake)
-        .await?;
+    let applied_before = ingest::Ingestor::lake_position(&lake, &instance).await?;
     // Starting replays the log and flushes what the lake lacks; the shutdown flushes the rest.
     let ingestor = Ingestor::start(IngestConfig::new(instance.clone(), wal_dir), catalog, lake)
         .await

@@ -1,7 +1,7 @@
 //! The catalog: Telltale's system of record.
 //!
 //! It records organizations, integration keys (as hashes), surveys, per-identifier session
-//! statistics, the lake's live files, write-ahead-log watermarks, scores for lookup, scoring runs,
+//! statistics, write-ahead-log watermarks, scores for lookup, scoring runs,
 //! deletions and tombstones. It knows nothing of Parquet or HTTP.
 //!
 //! Callers hold an `Arc<dyn Catalog>`; [`SqliteCatalog`] is the embedded default and
@@ -131,14 +131,6 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         deltas: &[SessionDelta],
     ) -> Result<()>;
 
-    /// Makes lake files live and advances the `lake` watermark to `through_lsn`, atomically.
-    async fn commit_event_files(
-        &self,
-        instance: &str,
-        through_lsn: u64,
-        files: &[NewLakeFile],
-    ) -> Result<()>;
-
     // --- reads ---
 
     /// One summary per reference that has a captured session or a score (in no given order).
@@ -154,12 +146,6 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         survey: &SurveyId,
         identifiers: &[String],
     ) -> Result<Vec<(String, String)>>;
-
-    async fn live_files(
-        &self,
-        kind: LakeFileKind,
-        survey: Option<&SurveyId>,
-    ) -> Result<Vec<LakeFile>>;
 
     /// Tombstones with an id above `after`, oldest first.
     async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>>;
@@ -220,16 +206,14 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
     /// Every reference of the survey that has a score, with the run that wrote it.
     async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>>;
 
-    /// Records scores as the latest of their sessions and makes the run's lake files live, in
-    /// one transaction, fenced by the run's owner. Returns false (and writes nothing) when the
-    /// worker had lost the run.
+    /// Records scores as the latest of their sessions, in one transaction, fenced by the run's
+    /// owner. Returns false (and writes nothing) when the worker had lost the run.
     async fn record_scores(
         &self,
         survey: &SurveyId,
         run: &RunId,
         owner: &str,
         scores: &[NewScore],
-        files: &[NewLakeFile],
     ) -> Result<bool>;
 
     /// Whether a scoring run is active on the survey.
@@ -308,21 +292,11 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         seen_since: i64,
     ) -> Result<Vec<String>>;
 
-    // --- rewrites of live files (erasure, compaction) ---
+    // --- erasure and compaction ---
 
-    /// Records objects `owner` is about to upload that are not live yet, so that a crash
-    /// before their commit leaves them findable (see [`Catalog::unlinked_objects`]).
-    async fn record_pending_uploads(&self, owner: &str, paths: &[String]) -> Result<()>;
-
-    /// Replaces live files, in one transaction: the removed files stop being live and are
-    /// recorded as unlinked objects to delete, the added ones become live, and with
-    /// `erasure` the session's catalog rows (statistics, score) go too. Returns false, and
-    /// changes nothing, when a removed file is no longer live (another rewrite was first).
-    async fn swap_lake_files(
-        &self,
-        swap: &FileSwap,
-        erasure: Option<&SessionErasure>,
-    ) -> Result<bool>;
+    /// Deletes a session's rows (the statistics of its identifiers, its score) and adds its
+    /// identifiers to the tombstone (as hashes), in one transaction. Repeatable.
+    async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()>;
 
     /// Takes the compaction of one partition (a survey's events files of one date, `""` for
     /// none) for `owner` for `lease_ms`, unless another worker holds it. Instances sharing a
@@ -344,13 +318,6 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         partition: &str,
         owner: &str,
     ) -> Result<()>;
-
-    /// Objects that exist, or may, without being live: files a committed rewrite replaced
-    /// (no owner), and uploads of rewrites not committed (yet, or ever).
-    async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>>;
-
-    /// Forgets unlinked objects once they are deleted from the lake.
-    async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()>;
 
     /// Makes deleted rows unrecoverable from the catalog's own files (for SQLite: deleted
     /// content is zeroed on delete, and this empties its write-ahead log).

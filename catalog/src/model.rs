@@ -48,20 +48,18 @@ pub struct Survey {
     pub updated_at: i64,
 }
 
-/// Which consumer of a write-ahead log a watermark belongs to.
+/// Which consumer of a write-ahead log a watermark belongs to. (The lake's position is kept in
+/// the `events` table's own Delta log, with the files it covers.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WalConsumer {
     /// Session statistics for lookup.
     Stats,
-    /// Parquet files in the lake.
-    Lake,
 }
 
 impl WalConsumer {
     pub fn as_str(self) -> &'static str {
         match self {
             WalConsumer::Stats => "stats",
-            WalConsumer::Lake => "lake",
         }
     }
 }
@@ -98,54 +96,6 @@ pub struct SessionScore {
     pub score_band: String,
     pub scored_at: i64,
     pub model_version: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LakeFileKind {
-    Events,
-    Features,
-    Scores,
-}
-
-impl LakeFileKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LakeFileKind::Events => "events",
-            LakeFileKind::Features => "features",
-            LakeFileKind::Scores => "scores",
-        }
-    }
-
-    pub(crate) fn parse(value: &str) -> Option<Self> {
-        match value {
-            "events" => Some(LakeFileKind::Events),
-            "features" => Some(LakeFileKind::Features),
-            "scores" => Some(LakeFileKind::Scores),
-            _ => None,
-        }
-    }
-}
-
-/// A file written to the lake, to be made live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewLakeFile {
-    /// Object path relative to the lake root, e.g.
-    /// `events/survey_id=…/date=2026-11-22/….parquet`.
-    pub path: String,
-    pub kind: LakeFileKind,
-    pub survey_id: SurveyId,
-    pub partition_date: Option<String>,
-    pub row_count: u64,
-    pub size_bytes: u64,
-    pub min_session: Option<String>,
-    pub max_session: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LakeFile {
-    pub id: i64,
-    pub file: NewLakeFile,
-    pub created_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,25 +295,7 @@ pub struct TombstonedIdentifier {
     pub identifier_sha256: String,
 }
 
-/// An object that may exist in the lake without being live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnlinkedObject {
-    pub path: String,
-    /// The process uploading it for a rewrite not yet committed; `None` for a replaced file.
-    pub owner: Option<String>,
-    pub created_at: i64,
-}
-
-/// Live files replaced by new ones in one commit (an erasure or a compaction).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FileSwap {
-    /// Paths of live files that stop being live.
-    pub removed: Vec<String>,
-    /// Files that become live (already written and durable).
-    pub added: Vec<NewLakeFile>,
-}
-
-/// What a session's erasure removes from the catalog, committed with its file swap.
+/// What a session's erasure removes from the catalog (see [`Catalog::erase_session_rows`](crate::Catalog::erase_session_rows)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionErasure {
     pub survey_id: SurveyId,

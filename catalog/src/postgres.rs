@@ -27,7 +27,7 @@ use sqlx::{PgPool, Postgres, Row};
 use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
 use crate::model::*;
-use crate::rows::{self, DELETION_COLUMNS, LAKE_FILE_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
+use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
 use crate::{Catalog, Error, Result, now_millis};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -74,45 +74,6 @@ async fn lock_tombstone_ids(tx: &mut Tx<'_>) -> Result<()> {
         .bind(LOCK_TOMBSTONE_IDS)
         .execute(&mut **tx)
         .await?;
-    Ok(())
-}
-
-async fn insert_lake_files(tx: &mut Tx<'_>, files: &[NewLakeFile], now: i64) -> Result<()> {
-    if files.is_empty() {
-        return Ok(());
-    }
-    let column = |f: fn(&NewLakeFile) -> Option<String>| files.iter().map(f).collect::<Vec<_>>();
-    sqlx::query(
-        "INSERT INTO lake_files (path, kind, survey_id, partition_date, row_count, size_bytes,
-                                 min_session, max_session, created_at)
-         SELECT path, kind, survey_id, partition_date, row_count, size_bytes, min_session,
-                max_session, $9::int8
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[],
-                     $7::text[], $8::text[])
-              AS f(path, kind, survey_id, partition_date, row_count, size_bytes, min_session,
-                   max_session)",
-    )
-    .bind(column(|f| Some(f.path.clone())))
-    .bind(column(|f| Some(f.kind.as_str().to_owned())))
-    .bind(column(|f| Some(f.survey_id.as_str().to_owned())))
-    .bind(column(|f| f.partition_date.clone()))
-    .bind(
-        files
-            .iter()
-            .map(|f| to_i64(f.row_count))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        files
-            .iter()
-            .map(|f| to_i64(f.size_bytes))
-            .collect::<Vec<_>>(),
-    )
-    .bind(column(|f| f.min_session.clone()))
-    .bind(column(|f| f.max_session.clone()))
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
     Ok(())
 }
 
@@ -477,19 +438,6 @@ impl Catalog for PgCatalog {
         Ok(())
     }
 
-    async fn commit_event_files(
-        &self,
-        instance: &str,
-        through_lsn: u64,
-        files: &[NewLakeFile],
-    ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        insert_lake_files(&mut tx, files, now_millis()).await?;
-        set_watermark(&mut tx, instance, WalConsumer::Lake, through_lsn).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     async fn lookup_sessions(
         &self,
         survey: &SurveyId,
@@ -563,22 +511,6 @@ impl Catalog for PgCatalog {
         rows.iter()
             .map(|row| Ok((row.try_get("identifier")?, row.try_get("reference")?)))
             .collect()
-    }
-
-    async fn live_files(
-        &self,
-        kind: LakeFileKind,
-        survey: Option<&SurveyId>,
-    ) -> Result<Vec<LakeFile>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {LAKE_FILE_COLUMNS} FROM lake_files
-             WHERE kind = $1 AND ($2::text IS NULL OR survey_id = $2) ORDER BY id"
-        ))
-        .bind(kind.as_str())
-        .bind(survey.map(SurveyId::as_str))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::lake_file).collect()
     }
 
     async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>> {
@@ -801,9 +733,7 @@ impl Catalog for PgCatalog {
         run: &RunId,
         owner: &str,
         scores: &[NewScore],
-        files: &[NewLakeFile],
     ) -> Result<bool> {
-        let now = now_millis();
         let mut tx = self.pool.begin().await?;
         // The fence: only the run's current owner may publish. `FOR SHARE` holds the run row
         // until commit, so a claim by another instance waits and cannot interleave.
@@ -873,7 +803,6 @@ impl Catalog for PgCatalog {
             .execute(&mut *tx)
             .await?;
         }
-        insert_lake_files(&mut tx, files, now).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -1133,100 +1062,45 @@ impl Catalog for PgCatalog {
         rows.iter().map(rows::tombstoned_identifier).collect()
     }
 
-    async fn record_pending_uploads(&self, owner: &str, paths: &[String]) -> Result<()> {
-        if paths.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(
-            "INSERT INTO lake_unlinked_objects (path, owner, created_at)
-             SELECT DISTINCT p, $2, $3::int8 FROM unnest($1::text[]) AS p
-             ON CONFLICT (path) DO UPDATE SET owner = excluded.owner,
-                                              created_at = excluded.created_at",
-        )
-        .bind(paths)
-        .bind(owner)
-        .bind(now_millis())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn swap_lake_files(
-        &self,
-        swap: &FileSwap,
-        erasure: Option<&SessionErasure>,
-    ) -> Result<bool> {
+    async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()> {
         let now = now_millis();
         let mut tx = self.pool.begin().await?;
-        for path in &swap.removed {
-            // A concurrent swap removing the same file holds its row; this one waits, then
-            // finds it gone and rolls back (dropping `tx`).
-            let removed = sqlx::query("DELETE FROM lake_files WHERE path = $1")
-                .bind(path)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if removed != 1 {
-                return Ok(false);
-            }
-            sqlx::query(
-                "INSERT INTO lake_unlinked_objects (path, owner, created_at) VALUES ($1, NULL, $2)
-                 ON CONFLICT (path) DO UPDATE SET owner = NULL",
-            )
-            .bind(path)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        insert_lake_files(&mut tx, &swap.added, now).await?;
-        let added: Vec<String> = swap.added.iter().map(|file| file.path.clone()).collect();
-        sqlx::query("DELETE FROM lake_unlinked_objects WHERE path = ANY($1)")
-            .bind(&added)
-            .execute(&mut *tx)
-            .await?;
-        if let Some(erasure) = erasure {
-            let survey = erasure.survey_id.as_str();
-            sqlx::query(
-                "DELETE FROM sessions WHERE survey_id = $1
-                   AND (reference = $2 OR identifier = ANY($3))",
-            )
+        let survey = erasure.survey_id.as_str();
+        sqlx::query(
+            "DELETE FROM sessions WHERE survey_id = $1
+               AND (reference = $2 OR identifier = ANY($3))",
+        )
+        .bind(survey)
+        .bind(&erasure.reference)
+        .bind(&erasure.identifiers)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM session_scores WHERE survey_id = $1 AND reference = $2")
             .bind(survey)
             .bind(&erasure.reference)
-            .bind(&erasure.identifiers)
             .execute(&mut *tx)
             .await?;
-            sqlx::query("DELETE FROM session_scores WHERE survey_id = $1 AND reference = $2")
-                .bind(survey)
-                .bind(&erasure.reference)
-                .execute(&mut *tx)
-                .await?;
-            insert_tombstoned_identifiers(
-                &mut tx,
-                &erasure.survey_id,
-                &erasure.identifier_hashes,
-                now,
-            )
+        insert_tombstoned_identifiers(&mut tx, &erasure.survey_id, &erasure.identifier_hashes, now)
             .await?;
-            // A run's list of sessions it could not score names them by reference.
-            let runs = sqlx::query(
-                "SELECT id, failures FROM scoring_runs WHERE survey_id = $1 AND failures <> '[]'",
-            )
-            .bind(survey)
-            .fetch_all(&mut *tx)
-            .await?;
-            for run in runs {
-                let (id, failures): (String, String) = (run.try_get(0)?, run.try_get(1)?);
-                if let Some(kept) = rows::failures_without(&failures, erasure)? {
-                    sqlx::query("UPDATE scoring_runs SET failures = $1 WHERE id = $2")
-                        .bind(kept)
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+        // A run's list of sessions it could not score names them by reference.
+        let runs = sqlx::query(
+            "SELECT id, failures FROM scoring_runs WHERE survey_id = $1 AND failures <> '[]'",
+        )
+        .bind(survey)
+        .fetch_all(&mut *tx)
+        .await?;
+        for run in runs {
+            let (id, failures): (String, String) = (run.try_get(0)?, run.try_get(1)?);
+            if let Some(kept) = rows::failures_without(&failures, erasure)? {
+                sqlx::query("UPDATE scoring_runs SET failures = $1 WHERE id = $2")
+                    .bind(kept)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
             }
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(())
     }
 
     async fn claim_compaction(
@@ -1297,34 +1171,12 @@ impl Catalog for PgCatalog {
         Ok(())
     }
 
-    async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>> {
-        let rows = sqlx::query(
-            "SELECT u.path, u.owner, u.created_at FROM lake_unlinked_objects u
-             WHERE NOT EXISTS (SELECT 1 FROM lake_files f WHERE f.path = u.path)
-             ORDER BY u.path",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::unlinked_object).collect()
-    }
-
-    async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()> {
-        if paths.is_empty() {
-            return Ok(());
-        }
-        sqlx::query("DELETE FROM lake_unlinked_objects WHERE path = ANY($1)")
-            .bind(paths)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
     /// Deleted rows stay in PostgreSQL's heap pages as dead tuples until a vacuum prunes
     /// them; this vacuums the tables an erasure deletes from, so the rows' space is reclaimed
     /// now rather than at autovacuum's leisure. What the server's own write-ahead log and
     /// backups retain is the operator's to bound (docs/deploy.md).
     async fn scrub(&self) -> Result<()> {
-        sqlx::raw_sql("VACUUM sessions, session_scores, scoring_runs, lake_files")
+        sqlx::raw_sql("VACUUM sessions, session_scores, scoring_runs")
             .execute(&self.pool)
             .await?;
         Ok(())

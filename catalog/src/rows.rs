@@ -108,28 +108,6 @@ pub(crate) fn survey(row: &impl Columns) -> Result<Survey> {
     })
 }
 
-pub(crate) const LAKE_FILE_COLUMNS: &str = "id, path, kind, survey_id, partition_date, row_count,
-    size_bytes, min_session, max_session, created_at";
-
-pub(crate) fn lake_file(row: &impl Columns) -> Result<LakeFile> {
-    let kind = row.text("kind")?;
-    Ok(LakeFile {
-        id: row.int("id")?,
-        created_at: row.int("created_at")?,
-        file: NewLakeFile {
-            path: row.text("path")?,
-            kind: LakeFileKind::parse(&kind)
-                .ok_or_else(|| Error::Corrupt(format!("lake file kind {kind:?}")))?,
-            survey_id: SurveyId::from_stored(row.text("survey_id")?),
-            partition_date: row.opt_text("partition_date")?,
-            row_count: row.count("row_count")?,
-            size_bytes: row.count("size_bytes")?,
-            min_session: row.opt_text("min_session")?,
-            max_session: row.opt_text("max_session")?,
-        },
-    })
-}
-
 pub(crate) fn tombstone(row: &impl Columns) -> Result<Tombstone> {
     Ok(Tombstone {
         id: row.int("id")?,
@@ -239,14 +217,6 @@ pub(crate) fn scored_reference(row: &impl Columns) -> Result<ScoredReference> {
     Ok(ScoredReference {
         reference: row.text("reference")?,
         run_id: row.text("run_id")?,
-    })
-}
-
-pub(crate) fn unlinked_object(row: &impl Columns) -> Result<UnlinkedObject> {
-    Ok(UnlinkedObject {
-        path: row.text("path")?,
-        owner: row.opt_text("owner")?,
-        created_at: row.int("created_at")?,
     })
 }
 

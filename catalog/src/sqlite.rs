@@ -15,7 +15,7 @@ use sqlx::{QueryBuilder, Row, SqlitePool};
 use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
 use crate::model::*;
-use crate::rows::{self, DELETION_COLUMNS, LAKE_FILE_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
+use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
 use crate::{Catalog, Error, Result, now_millis};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -51,30 +51,6 @@ impl SqliteCatalog {
         MIGRATOR.run(&pool).await?;
         Ok(Self { pool })
     }
-}
-
-async fn insert_lake_file(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    file: &NewLakeFile,
-    now: i64,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO lake_files (path, kind, survey_id, partition_date, row_count,
-                                 size_bytes, min_session, max_session, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(&file.path)
-    .bind(file.kind.as_str())
-    .bind(file.survey_id.as_str())
-    .bind(&file.partition_date)
-    .bind(to_i64(file.row_count))
-    .bind(to_i64(file.size_bytes))
-    .bind(&file.min_session)
-    .bind(&file.max_session)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
 }
 
 impl SqliteCatalog {
@@ -381,22 +357,6 @@ impl Catalog for SqliteCatalog {
         Ok(())
     }
 
-    async fn commit_event_files(
-        &self,
-        instance: &str,
-        through_lsn: u64,
-        files: &[NewLakeFile],
-    ) -> Result<()> {
-        let now = now_millis();
-        let mut tx = self.pool.begin().await?;
-        for file in files {
-            insert_lake_file(&mut tx, file, now).await?;
-        }
-        set_watermark(&mut tx, instance, WalConsumer::Lake, through_lsn).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     async fn lookup_sessions(
         &self,
         survey: &SurveyId,
@@ -494,23 +454,6 @@ impl Catalog for SqliteCatalog {
         rows.iter()
             .map(|row| Ok((row.try_get("identifier")?, row.try_get("reference")?)))
             .collect()
-    }
-
-    async fn live_files(
-        &self,
-        kind: LakeFileKind,
-        survey: Option<&SurveyId>,
-    ) -> Result<Vec<LakeFile>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {LAKE_FILE_COLUMNS} FROM lake_files
-             WHERE kind = ? AND (? IS NULL OR survey_id = ?) ORDER BY id"
-        ))
-        .bind(kind.as_str())
-        .bind(survey.map(SurveyId::as_str))
-        .bind(survey.map(SurveyId::as_str))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::lake_file).collect()
     }
 
     async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>> {
@@ -742,9 +685,7 @@ impl Catalog for SqliteCatalog {
         run: &RunId,
         owner: &str,
         scores: &[NewScore],
-        files: &[NewLakeFile],
     ) -> Result<bool> {
-        let now = now_millis();
         let mut tx = self.pool.begin().await?;
         // The fence: only the run's current owner may publish, so a worker that stalled past
         // its lease cannot overwrite what its successor wrote.
@@ -781,9 +722,6 @@ impl Catalog for SqliteCatalog {
                      run_id = excluded.run_id",
             );
             insert.build().execute(&mut *tx).await?;
-        }
-        for file in files {
-            insert_lake_file(&mut tx, file, now).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -1039,51 +977,25 @@ impl Catalog for SqliteCatalog {
         rows.iter().map(rows::tombstoned_identifier).collect()
     }
 
-    async fn record_pending_uploads(&self, owner: &str, paths: &[String]) -> Result<()> {
-        let now = now_millis();
-        let mut tx = self.pool.begin().await?;
-        for path in paths {
-            sqlx::query(
-                "INSERT INTO lake_unlinked_objects (path, owner, created_at) VALUES (?, ?, ?)
-                 ON CONFLICT (path) DO UPDATE SET owner = excluded.owner,
-                                                  created_at = excluded.created_at",
-            )
-            .bind(path)
-            .bind(owner)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn swap_lake_files(
-        &self,
-        swap: &FileSwap,
-        erasure: Option<&SessionErasure>,
-    ) -> Result<bool> {
+    async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()> {
         let mut connection = self.pool.acquire().await?;
-        if erasure.is_none() {
-            return swap_on(&mut connection, swap, None).await;
-        }
-        // Erasure: deleted rows are overwritten with zeros (and freed pages too), not left in
-        // free space. Only on this connection and for this transaction: on for every
-        // connection, the extra writes of the statistics and lake commits made the collector's
-        // log syncs stall (open-loop p99 of 0.5-1.7 s in two runs of three, against 11-15 ms).
+        // Deleted rows are overwritten with zeros (and freed pages too), not left in free
+        // space. Only on this connection and for this transaction: on for every connection,
+        // the extra writes of the statistics commits made the collector's log syncs stall
+        // (open-loop p99 of 0.5-1.7 s in two runs of three, against 11-15 ms).
         sqlx::query("PRAGMA secure_delete = ON")
             .execute(&mut *connection)
             .await?;
-        let swapped = swap_on(&mut connection, swap, erasure).await;
+        let erased = erase_on(&mut connection, erasure).await;
         let reset = sqlx::query("PRAGMA secure_delete = OFF")
             .execute(&mut *connection)
             .await;
-        let swapped = swapped?;
+        erased?;
         if let Err(error) = reset {
             // Harmless beyond extra writes; the pool will reuse the connection as it is.
             tracing::warn!(%error, "could not turn secure_delete off again");
         }
-        Ok(swapped)
+        Ok(())
     }
 
     async fn claim_compaction(
@@ -1142,30 +1054,6 @@ impl Catalog for SqliteCatalog {
         Ok(())
     }
 
-    async fn unlinked_objects(&self) -> Result<Vec<UnlinkedObject>> {
-        let rows = sqlx::query(
-            "SELECT u.path, u.owner, u.created_at FROM lake_unlinked_objects u
-             WHERE NOT EXISTS (SELECT 1 FROM lake_files f WHERE f.path = u.path)
-             ORDER BY u.path",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::unlinked_object).collect()
-    }
-
-    async fn forget_unlinked_objects(&self, paths: &[String]) -> Result<()> {
-        if paths.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(
-            "DELETE FROM lake_unlinked_objects WHERE path IN (SELECT value FROM json_each(?))",
-        )
-        .bind(serde_json_array(paths))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     async fn scrub(&self) -> Result<()> {
         // Frames of the SQLite write-ahead log still hold page images from before the
         // deletes; a TRUNCATE checkpoint copies the zeroed pages into the database file and
@@ -1214,78 +1102,46 @@ async fn insert_tombstoned_identifiers(
     Ok(())
 }
 
-/// [`Catalog::swap_lake_files`] on one connection, in one transaction.
-async fn swap_on(
-    connection: &mut sqlx::SqliteConnection,
-    swap: &FileSwap,
-    erasure: Option<&SessionErasure>,
-) -> Result<bool> {
+/// [`Catalog::erase_session_rows`] on one connection, in one transaction.
+async fn erase_on(connection: &mut sqlx::SqliteConnection, erasure: &SessionErasure) -> Result<()> {
     let now = now_millis();
     let mut tx = sqlx::Connection::begin(&mut *connection).await?;
-    for path in &swap.removed {
-        let removed = sqlx::query("DELETE FROM lake_files WHERE path = ?")
-            .bind(path)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if removed != 1 {
-            // Another rewrite replaced it first; dropping `tx` rolls everything back.
-            return Ok(false);
-        }
-        sqlx::query(
-            "INSERT INTO lake_unlinked_objects (path, owner, created_at) VALUES (?, NULL, ?)
-             ON CONFLICT (path) DO UPDATE SET owner = NULL",
-        )
-        .bind(path)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-    }
-    for file in &swap.added {
-        insert_lake_file(&mut tx, file, now).await?;
-        sqlx::query("DELETE FROM lake_unlinked_objects WHERE path = ?")
-            .bind(&file.path)
-            .execute(&mut *tx)
-            .await?;
-    }
-    if let Some(erasure) = erasure {
-        let survey = erasure.survey_id.as_str();
-        sqlx::query(
-            "DELETE FROM sessions WHERE survey_id = ?
-               AND (reference = ? OR identifier IN (SELECT value FROM json_each(?)))",
-        )
+    let survey = erasure.survey_id.as_str();
+    sqlx::query(
+        "DELETE FROM sessions WHERE survey_id = ?
+           AND (reference = ? OR identifier IN (SELECT value FROM json_each(?)))",
+    )
+    .bind(survey)
+    .bind(&erasure.reference)
+    .bind(serde_json_array(&erasure.identifiers))
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("DELETE FROM session_scores WHERE survey_id = ? AND reference = ?")
         .bind(survey)
         .bind(&erasure.reference)
-        .bind(serde_json_array(&erasure.identifiers))
         .execute(&mut *tx)
         .await?;
-        sqlx::query("DELETE FROM session_scores WHERE survey_id = ? AND reference = ?")
-            .bind(survey)
-            .bind(&erasure.reference)
-            .execute(&mut *tx)
-            .await?;
-        insert_tombstoned_identifiers(&mut tx, &erasure.survey_id, &erasure.identifier_hashes, now)
-            .await?;
-        // A run's list of sessions it could not score names them by reference.
-        let runs = sqlx::query(
-            "SELECT id, failures FROM scoring_runs WHERE survey_id = ? AND failures <> '[]'",
-        )
-        .bind(survey)
-        .fetch_all(&mut *tx)
+    insert_tombstoned_identifiers(&mut tx, &erasure.survey_id, &erasure.identifier_hashes, now)
         .await?;
-        for run in runs {
-            let (id, failures): (String, String) = (run.try_get(0)?, run.try_get(1)?);
-            if let Some(kept) = rows::failures_without(&failures, erasure)? {
-                sqlx::query("UPDATE scoring_runs SET failures = ? WHERE id = ?")
-                    .bind(kept)
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+    // A run's list of sessions it could not score names them by reference.
+    let runs = sqlx::query(
+        "SELECT id, failures FROM scoring_runs WHERE survey_id = ? AND failures <> '[]'",
+    )
+    .bind(survey)
+    .fetch_all(&mut *tx)
+    .await?;
+    for run in runs {
+        let (id, failures): (String, String) = (run.try_get(0)?, run.try_get(1)?);
+        if let Some(kept) = rows::failures_without(&failures, erasure)? {
+            sqlx::query("UPDATE scoring_runs SET failures = ? WHERE id = ?")
+                .bind(kept)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
         }
     }
     tx.commit().await?;
-    Ok(true)
+    Ok(())
 }
 
 /// A JSON array of strings, bound as one parameter and expanded with `json_each`, so a list of

@@ -130,7 +130,6 @@ conformance!(
     provisioning_is_idempotent_per_organization,
     session_stats_aggregate_per_reference_and_watermark_advances,
     deletions_tombstone_at_once_and_retry_until_they_fail,
-    a_swap_is_all_or_nothing_and_loses_to_an_earlier_one,
     concurrent_starts_on_two_instances_create_one_active_run,
     a_run_is_fenced_to_its_current_owner,
     the_api_limit_holds_across_instances,
@@ -251,7 +250,7 @@ async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
     };
     assert!(
         !catalog
-            .record_scores(&survey.id, &run.id, "a", std::slice::from_ref(&score), &[])
+            .record_scores(&survey.id, &run.id, "a", std::slice::from_ref(&score))
             .await
             .expect("record"),
         "the fenced-off worker writes nothing"
@@ -271,7 +270,7 @@ async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
     );
     assert!(
         other
-            .record_scores(&survey.id, &run.id, "b", &[score], &[])
+            .record_scores(&survey.id, &run.id, "b", &[score])
             .await
             .expect("record")
     );
@@ -426,7 +425,7 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
     };
     assert!(
         catalog
-            .record_scores(&survey.id, &run.id, "w", &[score], &[])
+            .record_scores(&survey.id, &run.id, "w", &[score])
             .await
             .expect("record")
     );
@@ -504,12 +503,12 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
         identifiers,
         identifier_hashes: hashes,
     };
-    assert!(
-        catalog
-            .swap_lake_files(&FileSwap::default(), Some(&erasure))
-            .await
-            .expect("erase")
-    );
+    catalog.erase_session_rows(&erasure).await.expect("erase");
+    // Repeatable: a retried erasure finds nothing more to do.
+    catalog
+        .erase_session_rows(&erasure)
+        .await
+        .expect("erase again");
     catalog.scrub().await.expect("scrub");
     assert!(
         catalog
@@ -805,13 +804,6 @@ async fn session_stats_aggregate_per_reference_and_watermark_advances(fixture: F
             .expect("wm"),
         9
     );
-    assert_eq!(
-        catalog
-            .wal_watermark("i", WalConsumer::Lake)
-            .await
-            .expect("wm"),
-        0
-    );
 
     let summaries = catalog
         .lookup_sessions(&survey.id, &[reference.clone(), "missing".to_owned()])
@@ -949,58 +941,4 @@ async fn deletions_tombstone_at_once_and_retry_until_they_fail(fixture: Fixture)
         (DeletionStatus::Pending, 0)
     );
     assert_eq!(restarted.error, None);
-}
-
-async fn a_swap_is_all_or_nothing_and_loses_to_an_earlier_one(fixture: Fixture) {
-    let catalog = fixture.catalog();
-    let org = catalog.create_organization("Acme").await.expect("org");
-    let survey = catalog
-        .provision_survey(&org.id, "s", "S")
-        .await
-        .expect("survey");
-    let file = |path: &str| NewLakeFile {
-        path: path.to_owned(),
-        kind: LakeFileKind::Events,
-        survey_id: survey.id.clone(),
-        partition_date: None,
-        row_count: 1,
-        size_bytes: 1,
-        min_session: None,
-        max_session: None,
-    };
-    catalog
-        .commit_event_files("i", 1, &[file("a"), file("b")])
-        .await
-        .expect("commit");
-    catalog
-        .record_pending_uploads("w", &["ab".to_owned()])
-        .await
-        .expect("pending");
-    let merge = FileSwap {
-        removed: vec!["a".to_owned(), "b".to_owned()],
-        added: vec![file("ab")],
-    };
-    assert!(catalog.swap_lake_files(&merge, None).await.expect("swap"));
-    let unlinked: Vec<(String, Option<String>)> = catalog
-        .unlinked_objects()
-        .await
-        .expect("unlinked")
-        .into_iter()
-        .map(|object| (object.path, object.owner))
-        .collect();
-    assert_eq!(unlinked, [("a".to_owned(), None), ("b".to_owned(), None)]);
-    // A second rewrite of `b` (planned before the merge) finds it gone: nothing changes.
-    let late = FileSwap {
-        removed: vec!["ab".to_owned(), "b".to_owned()],
-        added: vec![file("late")],
-    };
-    assert!(!catalog.swap_lake_files(&late, None).await.expect("swap"));
-    let live: Vec<String> = catalog
-        .live_files(LakeFileKind::Events, None)
-        .await
-        .expect("live")
-        .into_iter()
-        .map(|file| file.file.path)
-        .collect();
-    assert_eq!(live, ["ab"]);
 }

@@ -10,10 +10,10 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::Instant;
 
-use catalog::LakeFileKind;
 use ingest::batch;
 use ingest::event_row;
 use ingest::events_batch::EventsBatchBuilder;
+use lake::TableKind;
 use lake::tables::encode;
 
 const EVENTS_PER_BATCH: usize = 20;
@@ -118,7 +118,7 @@ fn main() {
     let record_batch = builder.finish().expect("batch");
     let mut file_bytes = 0;
     let encode = measure(rounds, || {
-        let encoded = encode(LakeFileKind::Events, &record_batch).expect("encode");
+        let encoded = encode(TableKind::Events, &record_batch).expect("encode");
         file_bytes = encoded.len();
         black_box(encoded);
     });

@@ -281,7 +281,7 @@ mod tests {
     use super::*;
     use crate::event_row::decode_event;
     use bytes::Bytes;
-    use catalog::LakeFileKind;
+    use lake::TableKind;
     use lake::tables::encode;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use serde_json::value::RawValue;
@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(builder.len(), 2);
         let batch = builder.finish().expect("batch");
         assert!(builder.is_empty());
-        let bytes = encode(LakeFileKind::Events, &batch).expect("encode");
+        let bytes = encode(TableKind::Events, &batch).expect("encode");
         let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes))
             .expect("reader")
             .build()

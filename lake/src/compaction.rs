@@ -11,11 +11,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use catalog::{Catalog, CompactionClaim, LakeFile, LakeFileKind, NewLakeFile, SurveyId};
+use catalog::{Catalog, CompactionClaim, SurveyId};
 
-use crate::Lake;
 use crate::rewrite::{self, RewriteError};
-use crate::tables;
+use crate::{Change, Lake, LiveFile, NewFile, TableKind, tables};
 
 /// Settings of a compaction pass.
 #[derive(Debug, Clone)]
@@ -50,7 +49,7 @@ pub struct CompactionReport {
 }
 
 /// Compacts the events files of `survey` (or of every survey), skipping surveys a scoring run
-/// is scanning. `owner` names this process in the catalog's record of pending uploads.
+/// is scanning. `owner` names this process in the catalog's compaction claims.
 pub async fn compact(
     catalog: &Arc<dyn Catalog>,
     lake: &Lake,
@@ -58,15 +57,22 @@ pub async fn compact(
     survey: Option<&SurveyId>,
     config: &CompactionConfig,
 ) -> Result<CompactionReport, RewriteError> {
-    let files = catalog.live_files(LakeFileKind::Events, survey).await?;
-    let mut partitions: BTreeMap<(SurveyId, Option<String>), Vec<LakeFile>> = BTreeMap::new();
+    let files = lake
+        .table(TableKind::Events)
+        .live_files(survey.map(SurveyId::as_str))
+        .await?;
+    let mut partitions: BTreeMap<(SurveyId, Option<String>), Vec<LiveFile>> = BTreeMap::new();
     for file in files {
-        if file.file.row_count < config.target_rows / 2 {
+        let Some(survey_id) = SurveyId::parse(&file.survey_id) else {
+            tracing::warn!(
+                path = file.path,
+                "an events file outside any survey's partition"
+            );
+            continue;
+        };
+        if rows(&file) < config.target_rows / 2 {
             partitions
-                .entry((
-                    file.file.survey_id.clone(),
-                    file.file.partition_date.clone(),
-                ))
+                .entry((survey_id, file.date.clone()))
                 .or_default()
                 .push(file);
         }
@@ -85,14 +91,13 @@ pub async fn compact(
             tracing::debug!(survey = %survey_id, partition, "another worker compacts this partition");
             continue;
         }
-        // Commit order is log order, which the merge keeps within each session.
-        small.sort_by_key(|file| file.id);
+        // In the order of their events, which the merge keeps within each session.
+        small.sort_by(|a, b| (a.received, &a.path).cmp(&(b.received, &b.path)));
         let mut compacted = Ok(());
         for group in groups(&small, config.target_rows) {
             compacted = compact_group(
                 catalog,
                 lake,
-                owner,
                 &survey_id,
                 date.as_deref(),
                 group,
@@ -142,18 +147,23 @@ async fn claim(
 /// minutes; one that outlasts the claim can meet a second worker, whose file swap then loses.
 const CLAIM_LEASE_MS: i64 = 10 * 60 * 1000;
 
+/// A file's row count (the log records it for every file we write).
+fn rows(file: &LiveFile) -> u64 {
+    file.rows.unwrap_or(u64::MAX)
+}
+
 /// Consecutive runs of files of at most `target_rows` rows in all, of two files or more.
-fn groups(files: &[LakeFile], target_rows: u64) -> Vec<&[LakeFile]> {
+fn groups(files: &[LiveFile], target_rows: u64) -> Vec<&[LiveFile]> {
     let mut groups = Vec::new();
     let mut start = 0;
-    let mut rows = 0;
+    let mut total = 0u64;
     for (index, file) in files.iter().enumerate() {
-        if index > start && rows + file.file.row_count > target_rows {
+        if index > start && total.saturating_add(rows(file)) > target_rows {
             groups.push(&files[start..index]);
             start = index;
-            rows = 0;
+            total = 0;
         }
-        rows += file.file.row_count;
+        total = total.saturating_add(rows(file));
     }
     groups.push(&files[start..]);
     groups.retain(|group| group.len() >= 2);
@@ -163,56 +173,60 @@ fn groups(files: &[LakeFile], target_rows: u64) -> Vec<&[LakeFile]> {
 async fn compact_group(
     catalog: &Arc<dyn Catalog>,
     lake: &Lake,
-    owner: &str,
     survey_id: &SurveyId,
     date: Option<&str>,
-    group: &[LakeFile],
+    group: &[LiveFile],
     report: &mut CompactionReport,
 ) -> Result<(), RewriteError> {
     let mut inputs = Vec::with_capacity(group.len());
     for file in group {
-        inputs.push(lake.read(&file.file.path).await?);
+        inputs.push(lake.read(&file.path).await?);
     }
     let merged = tokio::task::spawn_blocking(move || {
         rewrite::merge_sorted(
             &inputs,
-            tables::session_column(LakeFileKind::Events),
-            tables::writer_properties(LakeFileKind::Events),
+            tables::session_column(TableKind::Events),
+            tables::writer_properties(TableKind::Events),
         )
     })
     .await??;
-    let path = tables::rewritten_file_path(LakeFileKind::Events, survey_id.as_str(), date);
-    let file = NewLakeFile {
-        path,
-        kind: LakeFileKind::Events,
-        survey_id: survey_id.clone(),
-        partition_date: date.map(str::to_owned),
-        row_count: merged.rows,
-        size_bytes: merged.bytes.len() as u64,
-        min_session: merged.min_session,
-        max_session: merged.max_session,
+    let received = group
+        .iter()
+        .map(|file| file.received)
+        .collect::<Option<Vec<_>>>()
+        .and_then(|ranges| {
+            let min = ranges.iter().map(|range| range.0).min()?;
+            let max = ranges.iter().map(|range| range.1).max()?;
+            Some((min, max))
+        });
+    let file = NewFile {
+        path: tables::rewritten_file_path(TableKind::Events, survey_id.as_str(), date),
+        survey_id: survey_id.as_str().to_owned(),
+        date: date.map(str::to_owned),
+        size: merged.bytes.len() as u64,
+        rows: merged.rows,
+        received,
     };
-    let (rows, bytes_out) = (file.row_count, file.size_bytes);
+    let (rows_out, bytes_out) = (file.rows, file.size);
     // A run that started during the merge would lose the inputs under its scan: leave them.
     if catalog.has_active_scoring_run(survey_id).await? {
         report.conflicts += 1;
         return Ok(());
     }
-    let removed: Vec<String> = group.iter().map(|file| file.file.path.clone()).collect();
+    let removed: Vec<String> = group.iter().map(|file| file.path.clone()).collect();
     let replaced = rewrite::replace_files(
-        catalog,
         lake,
-        owner,
+        TableKind::Events,
+        Change::Compact,
         removed,
         vec![(merged.bytes, file)],
-        None,
     )
     .await?;
     if replaced {
         report.files_in += group.len();
         report.files_out += 1;
-        report.rows += rows;
-        report.bytes_in += group.iter().map(|file| file.file.size_bytes).sum::<u64>();
+        report.rows += rows_out;
+        report.bytes_in += group.iter().map(|file| file.size).sum::<u64>();
         report.bytes_out += bytes_out;
     } else {
         report.conflicts += 1;
@@ -224,34 +238,29 @@ async fn compact_group(
 mod tests {
     use super::*;
 
-    fn file(id: i64, rows: u64) -> LakeFile {
-        LakeFile {
-            id,
-            created_at: 0,
-            file: NewLakeFile {
-                path: format!("f{id}"),
-                kind: LakeFileKind::Events,
-                survey_id: SurveyId::parse("00112233445566778899aabb").expect("id"),
-                partition_date: None,
-                row_count: rows,
-                size_bytes: 0,
-                min_session: None,
-                max_session: None,
-            },
+    fn file(id: usize, rows: u64) -> LiveFile {
+        LiveFile {
+            path: format!("f{id}"),
+            survey_id: "00112233445566778899aabb".to_owned(),
+            date: None,
+            size: 0,
+            rows: Some(rows),
+            added_at: 0,
+            received: None,
         }
     }
 
     #[test]
     fn groups_stay_under_the_target_and_single_files_are_left_alone() {
-        let files: Vec<LakeFile> = [40, 40, 30, 90, 10, 5]
+        let files: Vec<LiveFile> = [40, 40, 30, 90, 10, 5]
             .iter()
             .enumerate()
-            .map(|(index, rows)| file(index as i64, *rows))
+            .map(|(index, rows)| file(index, *rows))
             .collect();
-        let ids: Vec<Vec<i64>> = groups(&files, 100)
+        let ids: Vec<Vec<String>> = groups(&files, 100)
             .iter()
-            .map(|group| group.iter().map(|file| file.id).collect())
+            .map(|group| group.iter().map(|file| file.path.clone()).collect())
             .collect();
-        assert_eq!(ids, vec![vec![0, 1], vec![3, 4]]);
+        assert_eq!(ids, vec![vec!["f0", "f1"], vec!["f3", "f4"]]);
     }
 }

@@ -24,8 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::tables::{EVENTS_SCHEMA, SCORES_SCHEMA};
-use crate::{Lake, LakeError};
-use catalog::LakeFileKind;
+use crate::{LakeError, Store, TableKind};
 use deltalake_core::kernel::transaction::{CommitBuilder, TransactionError};
 use deltalake_core::kernel::{
     Action, Add, ArrayType, DataType as DeltaType, Remove, StructField, Transaction,
@@ -41,18 +40,6 @@ pub const CHECKPOINT_INTERVAL: u64 = 100;
 /// How many times a commit is tried again after losing a race it need not lose (another
 /// writer's commit that touched none of its removed files).
 const MAX_ATTEMPTS: usize = 50;
-
-#[derive(Debug, thiserror::Error)]
-pub enum DeltaError {
-    #[error("delta table error: {0}")]
-    Delta(#[from] DeltaTableError),
-    #[error(transparent)]
-    Lake(#[from] LakeError),
-    #[error("the table's schema cannot be written as a Delta schema: {0}")]
-    Schema(String),
-    #[error("commit lost {0} races in a row")]
-    Contended(usize),
-}
 
 /// What a commit does, as the Delta log records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +77,8 @@ pub struct LiveFile {
     pub rows: Option<u64>,
     /// When the file was added (Unix ms).
     pub added_at: i64,
+    /// `received_at` range of an `events` file (Unix ms), from the log's statistics.
+    pub received: Option<(i64, i64)>,
 }
 
 /// The outcome of [`Table::commit`].
@@ -106,8 +95,8 @@ pub enum Committed {
 /// One Delta table of the lake. Clones share the loaded state.
 #[derive(Clone)]
 pub struct Table {
-    kind: LakeFileKind,
-    lake: Lake,
+    kind: TableKind,
+    store: Store,
     log_store: LogStoreRef,
     state: Arc<tokio::sync::Mutex<DeltaTable>>,
 }
@@ -121,15 +110,15 @@ impl std::fmt::Debug for Table {
 }
 
 /// The partition columns of a table.
-fn partition_columns(kind: LakeFileKind) -> &'static [&'static str] {
+fn partition_columns(kind: TableKind) -> &'static [&'static str] {
     match kind {
-        LakeFileKind::Events => &["survey_id", "date"],
-        LakeFileKind::Features | LakeFileKind::Scores => &["survey_id"],
+        TableKind::Events => &["survey_id", "date"],
+        TableKind::Features | TableKind::Scores => &["survey_id"],
     }
 }
 
 /// The Delta type of one of our Arrow column types.
-fn delta_type(data_type: &arrow::datatypes::DataType) -> Result<DeltaType, DeltaError> {
+fn delta_type(data_type: &arrow::datatypes::DataType) -> Result<DeltaType, LakeError> {
     use arrow::datatypes::DataType as A;
     Ok(match data_type {
         A::Utf8 | A::LargeUtf8 => DeltaType::STRING,
@@ -143,20 +132,17 @@ fn delta_type(data_type: &arrow::datatypes::DataType) -> Result<DeltaType, Delta
             delta_type(item.data_type())?,
             item.is_nullable(),
         ))),
-        other => return Err(DeltaError::Schema(format!("{other:?}"))),
+        other => return Err(LakeError::Schema(format!("{other:?}"))),
     })
 }
 
 /// The Delta columns of a table: the Parquet files' columns, then partition columns the files
 /// do not hold (`date`).
-fn delta_columns(
-    kind: LakeFileKind,
-    feature_names: &[&str],
-) -> Result<Vec<StructField>, DeltaError> {
+fn delta_columns(kind: TableKind, feature_names: &[&str]) -> Result<Vec<StructField>, LakeError> {
     let schema = match kind {
-        LakeFileKind::Events => EVENTS_SCHEMA.clone(),
-        LakeFileKind::Features => crate::tables::features_schema(feature_names),
-        LakeFileKind::Scores => SCORES_SCHEMA.clone(),
+        TableKind::Events => EVENTS_SCHEMA.clone(),
+        TableKind::Features => crate::tables::features_schema(feature_names),
+        TableKind::Scores => SCORES_SCHEMA.clone(),
     };
     let mut columns = schema
         .fields()
@@ -168,8 +154,8 @@ fn delta_columns(
                 field.is_nullable(),
             ))
         })
-        .collect::<Result<Vec<_>, DeltaError>>()?;
-    if kind == LakeFileKind::Events {
+        .collect::<Result<Vec<_>, LakeError>>()?;
+    if kind == TableKind::Events {
         columns.push(StructField::new("date", DeltaType::STRING, false));
     }
     Ok(columns)
@@ -180,10 +166,10 @@ impl Table {
     /// together may race: one creates it, the others load it). `feature_names` are the columns
     /// of the `features` table past its keys (unused for the other tables).
     pub async fn open(
-        lake: &Lake,
-        kind: LakeFileKind,
+        lake: &Store,
+        kind: TableKind,
         feature_names: &[&str],
-    ) -> Result<Table, DeltaError> {
+    ) -> Result<Table, LakeError> {
         let (prefixed, root) = lake.table_stores(kind.as_str());
         let location = lake.table_url(kind.as_str())?;
         // The kernel reads a local table's folder before there is a log in it.
@@ -221,32 +207,32 @@ impl Table {
         }
         Ok(Table {
             kind,
-            lake: lake.clone(),
+            store: lake.clone(),
             log_store,
             state: Arc::new(tokio::sync::Mutex::new(table)),
         })
     }
 
-    pub fn kind(&self) -> LakeFileKind {
+    pub fn kind(&self) -> TableKind {
         self.kind
     }
 
     /// Loads commits made since the last load (by this instance or any other).
-    pub async fn refresh(&self) -> Result<u64, DeltaError> {
+    pub async fn refresh(&self) -> Result<u64, LakeError> {
         let mut table = self.state.lock().await;
         table.update_state().await?;
         Ok(table.version().unwrap_or(0))
     }
 
     /// The live files of the newest snapshot (of one survey, or all), in commit order.
-    pub async fn live_files(&self, survey: Option<&str>) -> Result<Vec<LiveFile>, DeltaError> {
+    pub async fn live_files(&self, survey: Option<&str>) -> Result<Vec<LiveFile>, LakeError> {
         let mut table = self.state.lock().await;
         table.update_state().await?;
         self.files_of(&table, survey)
     }
 
     /// The version the application `app_id` last committed, after loading new commits.
-    pub async fn app_version(&self, app_id: &str) -> Result<Option<i64>, DeltaError> {
+    pub async fn app_version(&self, app_id: &str) -> Result<Option<i64>, LakeError> {
         let mut table = self.state.lock().await;
         table.update_state().await?;
         Ok(table
@@ -257,7 +243,7 @@ impl Table {
 
     /// The live files as of a version or a time (the newest version committed at or before
     /// it), for `telltale sql --as-of`.
-    pub async fn files_as_of(&self, at: AsOf) -> Result<(u64, Vec<LiveFile>), DeltaError> {
+    pub async fn files_as_of(&self, at: AsOf) -> Result<(u64, Vec<LiveFile>), LakeError> {
         let mut table = DeltaTable::new(Arc::clone(&self.log_store));
         match at {
             AsOf::Version(version) => table.load_version(version).await?,
@@ -267,11 +253,34 @@ impl Table {
         Ok((version, self.files_of(&table, None)?))
     }
 
+    /// When `version` was committed (its commit file's time, as Delta time travel counts it).
+    pub async fn version_time(
+        &self,
+        version: u64,
+    ) -> Result<chrono::DateTime<chrono::Utc>, LakeError> {
+        let mut table = DeltaTable::new(Arc::clone(&self.log_store));
+        table.load_version(version).await?;
+        let millis = table
+            .snapshot()?
+            .version_timestamp(version)
+            .ok_or_else(|| LakeError::Schema(format!("no commit time for version {version}")))?;
+        chrono::DateTime::from_timestamp_millis(millis)
+            .ok_or_else(|| LakeError::Schema(format!("commit time {millis} out of range")))
+    }
+
+    /// Whether the table's first commit is later than `time`.
+    pub async fn created_after(
+        &self,
+        time: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool, LakeError> {
+        Ok(self.version_time(0).await? > time)
+    }
+
     fn files_of(
         &self,
         table: &DeltaTable,
         survey: Option<&str>,
-    ) -> Result<Vec<LiveFile>, DeltaError> {
+    ) -> Result<Vec<LiveFile>, LakeError> {
         let prefix = format!("{}/", self.kind.as_str());
         let mut files = Vec::new();
         for file in table.snapshot()?.log_data() {
@@ -291,8 +300,11 @@ impl Table {
                 size: u64::try_from(file.size()).unwrap_or(0),
                 rows: file.num_records().map(|rows| rows as u64),
                 added_at: file.modification_time(),
+                received: file.stats().as_deref().and_then(received_range),
             });
         }
+        // Commit order, as near as the log tells it: a snapshot lists files in no given order.
+        files.sort_by(|a, b| (a.added_at, &a.path).cmp(&(b.added_at, &b.path)));
         Ok(files)
     }
 
@@ -309,7 +321,7 @@ impl Table {
         added: &[NewFile],
         removed: &[String],
         txn: Option<(&str, i64)>,
-    ) -> Result<Committed, DeltaError> {
+    ) -> Result<Committed, LakeError> {
         let prefix = format!("{}/", self.kind.as_str());
         let now = chrono::Utc::now().timestamp_millis();
         let data_change = change != Change::Compact;
@@ -394,7 +406,7 @@ impl Table {
             match result {
                 Ok(finalized) => {
                     let version = finalized.version();
-                    self.lake
+                    self.store
                         .sync_delta_log(self.kind.as_str(), version)
                         .await?;
                     table.update_state().await?;
@@ -412,14 +424,50 @@ impl Table {
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(DeltaError::Contended(MAX_ATTEMPTS))
+        Err(LakeError::Contended(MAX_ATTEMPTS))
+    }
+
+    /// Paths (from the lake's root) of the files commits removed that the log still remembers
+    /// (its tombstones, kept for the vacuum's retention).
+    pub async fn removed_paths(&self) -> Result<HashSet<String>, LakeError> {
+        use futures::TryStreamExt;
+        let mut table = self.state.lock().await;
+        table.update_state().await?;
+        let prefix = format!("{}/", self.kind.as_str());
+        let tombstones: Vec<String> = table
+            .snapshot()?
+            .all_tombstones(self.log_store.as_ref())
+            .map_ok(|tombstone| format!("{prefix}{}", tombstone.path()))
+            .try_collect()
+            .await?;
+        Ok(tombstones.into_iter().collect())
+    }
+
+    /// Deletes the data files no snapshot of the last `retention` needs: files removed by a
+    /// commit at least that long ago, and files no commit ever added (uploads of writers that
+    /// died before their commit) at least that old. Returns how many were deleted.
+    pub async fn vacuum(&self, retention: std::time::Duration) -> Result<usize, LakeError> {
+        let table = {
+            let mut table = self.state.lock().await;
+            table.update_state().await?;
+            table.clone()
+        };
+        let retention = chrono::Duration::from_std(retention)
+            .map_err(|error| LakeError::Schema(format!("retention out of range: {error}")))?;
+        let (_, metrics) = table
+            .vacuum()
+            .with_retention_period(retention)
+            .with_enforce_retention_duration(false)
+            .with_mode(deltalake_core::operations::vacuum::VacuumMode::Full)
+            .await?;
+        Ok(metrics.files_deleted.len())
     }
 
     /// Writes a checkpoint at `version`, syncs it, then deletes commit files older than both
     /// it and the log retention.
-    async fn checkpoint(&self, table: &DeltaTable, version: u64) -> Result<(), DeltaError> {
+    async fn checkpoint(&self, table: &DeltaTable, version: u64) -> Result<(), LakeError> {
         deltalake_core::checkpoints::create_checkpoint(table, None).await?;
-        self.lake
+        self.store
             .sync_delta_checkpoint(self.kind.as_str(), version)
             .await?;
         deltalake_core::checkpoints::cleanup_metadata(table, None).await?;
@@ -432,7 +480,7 @@ impl Table {
         date: Option<&str>,
     ) -> HashMap<String, Option<String>> {
         let mut values = HashMap::from([("survey_id".to_owned(), Some(survey_id.to_owned()))]);
-        if self.kind == LakeFileKind::Events {
+        if self.kind == TableKind::Events {
             values.insert("date".to_owned(), date.map(str::to_owned));
         }
         values
@@ -448,6 +496,18 @@ pub enum AsOf {
 
 fn relative<'a>(prefix: &str, path: &'a str) -> &'a str {
     path.strip_prefix(prefix).unwrap_or(path)
+}
+
+/// The `received_at` range of a file's `stats` JSON, as [`statistics`] writes it.
+fn received_range(stats: &str) -> Option<(i64, i64)> {
+    let stats: serde_json::Value = serde_json::from_str(stats).ok()?;
+    let time = |bound: &str| {
+        let text = stats.get(bound)?.get("received_at")?.as_str()?;
+        chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(|time| time.timestamp_millis())
+    };
+    Some((time("minValues")?, time("maxValues")?))
 }
 
 /// The `stats` JSON of an added file: its row count and, for `events`, its `received_at` range.
@@ -483,9 +543,9 @@ mod tests {
         }
     }
 
-    async fn lake() -> (tempfile::TempDir, Lake) {
+    async fn lake() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let lake = Lake::open(&dir.path().display().to_string()).expect("lake");
+        let lake = Store::open(&dir.path().display().to_string()).expect("lake");
         (dir, lake)
     }
 
@@ -498,7 +558,7 @@ mod tests {
     #[tokio::test]
     async fn an_append_with_an_application_transaction_commits_once() {
         let (dir, lake) = lake().await;
-        let table = Table::open(&lake, LakeFileKind::Events, &[])
+        let table = Table::open(&lake, TableKind::Events, &[])
             .await
             .expect("open");
         assert_eq!(table.app_version("ingest-a").await.expect("txn"), None);
@@ -529,6 +589,10 @@ mod tests {
         assert_eq!(files[0].path, new_file("a-1-5", 5).path);
         assert_eq!(files[0].date.as_deref(), Some("2026-11-25"));
         assert_eq!(files[0].rows, Some(5));
+        assert_eq!(
+            files[0].received,
+            Some((1_764_000_000_000, 1_764_000_001_000))
+        );
         assert!(
             table
                 .live_files(Some("ffffffffffffffffffffffff"))
@@ -537,7 +601,7 @@ mod tests {
                 .is_empty()
         );
         // A second handle (another instance) sees the commit.
-        let other = Table::open(&lake, LakeFileKind::Events, &[])
+        let other = Table::open(&lake, TableKind::Events, &[])
             .await
             .expect("open");
         assert_eq!(other.app_version("ingest-a").await.expect("txn"), Some(5));
@@ -551,7 +615,7 @@ mod tests {
     #[tokio::test]
     async fn a_replacement_commits_only_while_its_files_are_live() {
         let (_dir, lake) = lake().await;
-        let table = Table::open(&lake, LakeFileKind::Events, &[])
+        let table = Table::open(&lake, TableKind::Events, &[])
             .await
             .expect("open");
         let (a, b) = (new_file("a-1-1", 1), new_file("a-2-2", 1));
@@ -599,13 +663,13 @@ mod tests {
     #[tokio::test]
     async fn instances_appending_at_once_all_commit() {
         let (_dir, lake) = lake().await;
-        let first = Table::open(&lake, LakeFileKind::Events, &[])
+        let first = Table::open(&lake, TableKind::Events, &[])
             .await
             .expect("open");
         let mut tasks = Vec::new();
         for instance in 0..3 {
             // Each instance has its own handle, as separate processes would.
-            let table = Table::open(&lake, LakeFileKind::Events, &[])
+            let table = Table::open(&lake, TableKind::Events, &[])
                 .await
                 .expect("open");
             tasks.push(tokio::spawn(async move {
@@ -634,7 +698,7 @@ mod tests {
     #[tokio::test]
     async fn checkpoints_are_written_and_the_log_names_no_session() {
         let (dir, lake) = lake().await;
-        let table = Table::open(&lake, LakeFileKind::Events, &[])
+        let table = Table::open(&lake, TableKind::Events, &[])
             .await
             .expect("open");
         for lsn in 1..=CHECKPOINT_INTERVAL {
@@ -650,7 +714,7 @@ mod tests {
             log.join(format!("{CHECKPOINT_INTERVAL:020}.checkpoint.parquet"))
                 .exists()
         );
-        let reopened = Table::open(&lake, LakeFileKind::Events, &[])
+        let reopened = Table::open(&lake, TableKind::Events, &[])
             .await
             .expect("open");
         assert_eq!(reopened.live_files(None).await.expect("files").len(), 100);
@@ -670,10 +734,10 @@ mod tests {
     #[tokio::test]
     async fn features_and_scores_tables_are_partitioned_by_survey() {
         let (dir, lake) = lake().await;
-        let features = Table::open(&lake, LakeFileKind::Features, &["pointer_speed"])
+        let features = Table::open(&lake, TableKind::Features, &["pointer_speed"])
             .await
             .expect("open");
-        let scores = Table::open(&lake, LakeFileKind::Scores, &[])
+        let scores = Table::open(&lake, TableKind::Scores, &[])
             .await
             .expect("open");
         let file = NewFile {

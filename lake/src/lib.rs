@@ -1,18 +1,23 @@
-//! The lake: every Parquet file Telltale writes, and the only code that writes or replaces one.
+//! The lake: every Parquet file Telltale writes, as three Delta Lake tables, and the only code
+//! that writes, replaces or deletes one.
 //!
 //! - [`store`]: object-store access (a local folder or an S3-compatible bucket), with writes and
 //!   deletes that are durable once they return.
 //! - [`tables`]: the three tables (`events`, `features`, `scores`): schemas, Parquet writer
 //!   settings and the object path layout, a public contract data scientists read.
+//! - [`delta`]: each table as a Delta Lake table: its log is the list of live files (commits
+//!   with application transactions, snapshots, time travel, checkpoints).
 //! - [`rewrite`]: replacing live files safely: erasing a session's rows with a row-group
-//!   rewrite, merging sorted files.
+//!   rewrite, merging sorted files, committing the swap; vacuuming what no snapshot needs.
 //! - [`compaction`]: merging the small files flushes write into large sorted ones.
-//! - [`delta`]: the tables as Delta Lake tables (commits with application transactions,
-//!   snapshots, time travel, checkpoints).
 //!
-//! Which files are live is recorded in the catalog; this crate writes objects and asks the
-//! catalog to commit them, never the other way round. Collection (`ingest`) and scoring
-//! (`scorer`) both write through it; neither knows the other.
+//! A file is written whole and durably, then committed to its table's log; readers (ours and
+//! anyone's Delta reader) see only committed files. Collection (`ingest`) and scoring
+//! (`scorer`) both write through this crate; neither knows the other.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
 
 mod bucket_prefix;
 pub mod compaction;
@@ -21,4 +26,72 @@ pub mod rewrite;
 pub mod store;
 pub mod tables;
 
-pub use store::{Lake, LakeError};
+pub use delta::{Change, Committed, LiveFile, NewFile, Table};
+pub use store::{LakeError, Store};
+pub use tables::TableKind;
+
+/// The lake: its object store and its three tables. Cheap to clone; clones share the tables'
+/// loaded snapshots.
+#[derive(Debug, Clone)]
+pub struct Lake {
+    store: Store,
+    events: Table,
+    features: Table,
+    scores: Table,
+}
+
+impl Lake {
+    /// Opens the lake a URL names (see [`Store::open`]) and its tables, creating what is
+    /// missing. `feature_names` are the `features` table's columns past its keys, in order.
+    ///
+    /// A lake written before the tables were Delta tables (Parquet folders with no
+    /// `_delta_log`) is refused: it needs a fresh start (docs/lake.md).
+    pub async fn open(url: &str, feature_names: &[&str]) -> Result<Lake, LakeError> {
+        let store = Store::open(url)?;
+        store.refuse_pre_delta_layout().await?;
+        let (events, features, scores) = tokio::try_join!(
+            Table::open(&store, TableKind::Events, feature_names),
+            Table::open(&store, TableKind::Features, feature_names),
+            Table::open(&store, TableKind::Scores, feature_names),
+        )?;
+        Ok(Lake {
+            store,
+            events,
+            features,
+            scores,
+        })
+    }
+
+    /// The table of `kind`.
+    pub fn table(&self, kind: TableKind) -> &Table {
+        match kind {
+            TableKind::Events => &self.events,
+            TableKind::Features => &self.features,
+            TableKind::Scores => &self.scores,
+        }
+    }
+
+    pub fn storage(&self) -> &Store {
+        &self.store
+    }
+
+    /// The object store rooted at the lake's root (paths as `events/survey_id=...`).
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        self.store.store()
+    }
+
+    /// See [`Store::put_durable`].
+    pub async fn put_durable(&self, path: &str, bytes: Vec<u8>) -> Result<(), LakeError> {
+        self.store.put_durable(path, bytes).await
+    }
+
+    /// See [`Store::read`].
+    pub async fn read(&self, path: &str) -> Result<bytes::Bytes, LakeError> {
+        self.store.read(path).await
+    }
+
+    /// See [`Store::delete`].
+    pub async fn delete(&self, path: &str) -> Result<(), LakeError> {
+        self.store.delete(path).await
+    }
+}

@@ -1,19 +1,14 @@
 //! Rewrites of lake files: erasing one session's rows, and merging small files into large ones.
 //!
-//! Both produce new objects that replace live ones. The protocol that makes a replacement safe
-//! (readers never see a half-rewritten file, a crash at any point leaves nothing behind) is
-//! [`replace_files`]:
+//! Both produce new files that replace live ones, with [`replace_files`]: the new files are
+//! written whole and durably, then one Delta commit removes the old files and adds the new; it
+//! commits nothing when another rewrite removed one of the old files first (the writer then
+//! deletes its uploads). Readers of any snapshot see either the old files or the new.
 //!
-//! 1. record the new paths as pending uploads of this instance in the catalog;
-//! 2. write the new objects, durably;
-//! 3. one catalog transaction: the old files stop being live (and are recorded as unlinked
-//!    objects to delete), the new ones become live; it fails, changing nothing, when another
-//!    rewrite replaced one of the old files first;
-//! 4. delete the old objects and forget them.
-//!
-//! A crash before 3 leaves pending uploads that the instance deletes when it starts again (or any
-//! instance, once they are an hour old); a crash after 3 leaves unlinked objects that anyone may
-//! delete. See [`delete_unlinked_objects`].
+//! A crash before the commit leaves uploads no commit names, which the vacuum deletes once they
+//! are older than its retention ([`Table::vacuum`](crate::Table::vacuum)); a crash after an
+//! erasure's commit leaves the replaced files, which the retried erasure deletes
+//! ([`delete_unlinked_copies`]) before it completes.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,7 +17,7 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Ar
 use arrow::compute::{SortColumn, concat_batches, filter_record_batch, lexsort_to_indices};
 use arrow::datatypes::{DataType, Int32Type};
 use bytes::Bytes;
-use catalog::{Catalog, FileSwap, NewLakeFile, SessionErasure};
+use futures::TryStreamExt;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
@@ -33,7 +28,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 
-use crate::{Lake, LakeError};
+use crate::{Change, Committed, Lake, LakeError, NewFile, TableKind, tables};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RewriteError {
@@ -389,41 +384,144 @@ pub fn merge_sorted(
     })
 }
 
-/// Replaces live files by rewritten ones with the protocol of this module's docs. `added`
-/// pairs each new file's bytes with its catalog record. Returns false, having changed nothing
-/// live (and removed its own uploads), when another rewrite replaced one of `removed` first.
+/// Replaces live files of one table by rewritten ones (see the module docs). `added` pairs each
+/// new file's bytes with its record. Returns false, having committed nothing (and deleted its
+/// own uploads), when another rewrite replaced one of `removed` first.
+///
+/// An erasure's replaced files are deleted as soon as the commit is in: they hold the erased
+/// session. A compaction's stay until [`Table::vacuum`](crate::Table::vacuum), for readers of
+/// the snapshots that still name them.
 pub async fn replace_files(
-    catalog: &Arc<dyn Catalog>,
     lake: &Lake,
-    owner: &str,
+    kind: TableKind,
+    change: Change,
     removed: Vec<String>,
-    added: Vec<(Vec<u8>, NewLakeFile)>,
-    erasure: Option<&SessionErasure>,
+    added: Vec<(Vec<u8>, NewFile)>,
 ) -> Result<bool, RewriteError> {
-    let new_paths: Vec<String> = added.iter().map(|(_, file)| file.path.clone()).collect();
-    catalog.record_pending_uploads(owner, &new_paths).await?;
-    let mut swap = FileSwap {
-        removed,
-        added: Vec::with_capacity(added.len()),
-    };
+    let mut files = Vec::with_capacity(added.len());
     for (bytes, file) in added {
         lake.put_durable(&file.path, bytes).await?;
-        swap.added.push(file);
+        files.push(file);
     }
     crash_point("uploaded").await;
-    if !catalog.swap_lake_files(&swap, erasure).await? {
-        for path in &new_paths {
-            lake.delete(path).await?;
+    match lake
+        .table(kind)
+        .commit(change, &files, &removed, None)
+        .await?
+    {
+        Committed::Version(_) => {}
+        Committed::Conflict | Committed::AlreadyApplied => {
+            for file in &files {
+                lake.delete(&file.path).await?;
+            }
+            return Ok(false);
         }
-        catalog.forget_unlinked_objects(&new_paths).await?;
-        return Ok(false);
     }
     crash_point("swapped").await;
-    for path in &swap.removed {
-        lake.delete(path).await?;
+    if change == Change::Erase {
+        for path in &removed {
+            lake.delete(path).await?;
+        }
     }
-    catalog.forget_unlinked_objects(&swap.removed).await?;
     Ok(true)
+}
+
+/// What [`delete_unlinked_copies`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Objects deleted.
+    pub deleted: usize,
+    /// Young objects no commit names that hold rows of the session: uploads of a writer that
+    /// may still commit them (another erasure's rewrite, say). Sweep again later.
+    pub in_flight: usize,
+}
+
+/// Uploads no commit names are left alone this long (a writer commits within seconds of its
+/// upload); older ones are a dead writer's.
+const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// Deletes the objects of a survey's folders in the table of `kind` that no live file names and
+/// that hold rows of `session`: files a commit removed (an erasure that crashed before deleting
+/// what it replaced, a compaction's inputs kept for readers) and uploads older than
+/// [`UPLOAD_GRACE`] that no commit added. Younger uploads holding the session are counted in
+/// [`Sweep::in_flight`], not deleted: their writer may still commit them.
+pub async fn delete_unlinked_copies(
+    lake: &Lake,
+    kind: TableKind,
+    survey_id: &str,
+    session: &Arc<SessionRows>,
+) -> Result<Sweep, RewriteError> {
+    let table = lake.table(kind);
+    let live: HashSet<String> = table
+        .live_files(Some(survey_id))
+        .await?
+        .into_iter()
+        .map(|file| file.path)
+        .collect();
+    let removed = table.removed_paths().await?;
+    let folder = tables::results_folder(kind, survey_id);
+    let objects: Vec<object_store::ObjectMeta> = lake
+        .store()
+        .list(Some(&object_store::path::Path::from(folder.as_str())))
+        .try_collect()
+        .await
+        .map_err(LakeError::from)?;
+    let young_since = chrono::Utc::now()
+        - chrono::Duration::from_std(UPLOAD_GRACE).unwrap_or(chrono::Duration::zero());
+    let mut sweep = Sweep::default();
+    for object in objects {
+        let path = object.location.to_string();
+        if live.contains(&path) || !path.ends_with(".parquet") {
+            continue;
+        }
+        let bytes = match lake.read(&path).await {
+            Ok(bytes) => bytes,
+            // A vacuum got to it first.
+            Err(LakeError::Store(object_store::Error::NotFound { .. })) => continue,
+            Err(error) => return Err(error.into()),
+        };
+        let rows = Arc::clone(session);
+        let column = tables::session_column(kind);
+        let properties = tables::writer_properties(kind);
+        let holds = tokio::task::spawn_blocking(move || {
+            // A file that cannot be read as Parquet may be an upload cut short: it counts as
+            // holding the session.
+            erase_rows(bytes, &rows, column, properties)
+                .map_or(true, |erased| !matches!(erased, Erased::Untouched))
+        })
+        .await?;
+        if !holds {
+            continue;
+        }
+        if removed.contains(&path) || object.last_modified < young_since {
+            lake.delete(&path).await?;
+            sweep.deleted += 1;
+        } else {
+            sweep.in_flight += 1;
+        }
+    }
+    Ok(sweep)
+}
+
+/// The distinct values of one string column of a Parquet file (read alone).
+pub fn column_values(bytes: Bytes, column: &str) -> Result<HashSet<String>, RewriteError> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+    let Some((index, _)) = builder.schema().fields().find(column) else {
+        return Ok(HashSet::new());
+    };
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [index]);
+    let mut values = HashSet::new();
+    for batch in builder.with_projection(mask).build()? {
+        let strings = arrow::compute::cast(batch?.column(0), &DataType::Utf8)?;
+        values.extend(
+            strings
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_owned),
+        );
+    }
+    Ok(values)
 }
 
 /// The point at which every rewrite of this process pauses, for crash tests.
@@ -442,37 +540,6 @@ async fn crash_point(point: &str) {
         tracing::warn!(point, "rewrite paused for a crash test");
         tokio::time::sleep(std::time::Duration::from_secs(60)).await;
     }
-}
-
-/// Deletes the lake objects the catalog lists as unlinked and deletable: files replaced by a
-/// committed rewrite, and uploads of rewrites that died: `dead_owner`'s (a server at its
-/// start passes its own name), a command-line process of this host that no longer runs (see
-/// [`command_line_owner`]), or any older than an hour. Returns how many were deleted.
-pub async fn delete_unlinked_objects(
-    catalog: &Arc<dyn Catalog>,
-    lake: &Lake,
-    dead_owner: Option<&str>,
-) -> Result<usize, RewriteError> {
-    let stale_before = catalog::now_millis() - 3_600_000;
-    let paths: Vec<String> = catalog
-        .unlinked_objects()
-        .await?
-        .into_iter()
-        .filter(|object| match object.owner.as_deref() {
-            None => true,
-            Some(owner) => {
-                Some(owner) == dead_owner
-                    || object.created_at < stale_before
-                    || command_line_owner_is_dead(owner)
-            }
-        })
-        .map(|object| object.path)
-        .collect();
-    for path in &paths {
-        lake.delete(path).await?;
-    }
-    catalog.forget_unlinked_objects(&paths).await?;
-    Ok(paths.len())
 }
 
 /// The owner name of a command-line process (`telltale compact`): `cli-<pid>@<host>`, so that
@@ -602,7 +669,6 @@ mod tests {
         BooleanBuilder, Int32Builder, StringDictionaryBuilder, TimestampMillisecondBuilder,
         new_null_array,
     };
-    use catalog::LakeFileKind;
 
     const SURVEY: &str = "00112233445566778899aabb";
     const REFERENCE: &str = "4f1c2d3e-0000-4000-8000-000000000001";
@@ -654,7 +720,7 @@ mod tests {
 
     fn events_file(sessions: &[(&str, Option<&str>)], per_session: i32) -> Bytes {
         let batch = events_batch(sessions, per_session);
-        Bytes::from(encode(LakeFileKind::Events, &batch).expect("encode"))
+        Bytes::from(encode(TableKind::Events, &batch).expect("encode"))
     }
 
     fn sessions_of(bytes: Vec<u8>) -> Vec<String> {
@@ -700,7 +766,7 @@ mod tests {
             bytes,
             &session(),
             "session_id",
-            writer_properties(LakeFileKind::Events),
+            writer_properties(TableKind::Events),
         )
         .expect("erase") else {
             panic!("the file holds the session");
@@ -724,7 +790,7 @@ mod tests {
         let batch = events_batch(&sessions, 7);
         // Row groups of 5 rows: most hold no row of the session and are copied as they are.
         let small_groups = || {
-            writer_properties(LakeFileKind::Events)
+            writer_properties(TableKind::Events)
                 .into_builder()
                 .set_max_row_group_row_count(Some(5))
                 .build()
@@ -779,7 +845,7 @@ mod tests {
                 other,
                 &session(),
                 "session_id",
-                writer_properties(LakeFileKind::Events)
+                writer_properties(TableKind::Events)
             )
             .expect("erase"),
             Erased::Untouched
@@ -790,7 +856,7 @@ mod tests {
                 only,
                 &session(),
                 "session_id",
-                writer_properties(LakeFileKind::Events)
+                writer_properties(TableKind::Events)
             )
             .expect("erase"),
             Erased::Emptied
@@ -804,7 +870,7 @@ mod tests {
         let merged = merge_sorted(
             &[first, second],
             "session_id",
-            writer_properties(LakeFileKind::Events),
+            writer_properties(TableKind::Events),
         )
         .expect("merge");
         assert_eq!(merged.rows, 8);

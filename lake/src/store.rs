@@ -13,6 +13,17 @@ use object_store::{ObjectStore, ObjectStoreExt};
 pub enum LakeError {
     #[error("lake storage error: {0}")]
     Store(#[from] object_store::Error),
+    #[error("delta table error: {0}")]
+    Delta(#[from] deltalake_core::DeltaTableError),
+    #[error("the table's schema cannot be written as a Delta schema: {0}")]
+    Schema(String),
+    #[error("a commit lost {0} races in a row")]
+    Contended(usize),
+    #[error(
+        "the lake at {0} holds events folders without a Delta log: it was written by a version \
+         before the lake's tables were Delta tables and needs a fresh start (docs/lake.md)"
+    )]
+    PreDelta(String),
     #[error("unsupported lake url {0:?} (expected s3://bucket[/prefix], file:///path or a folder)")]
     UnsupportedUrl(String),
     #[error("lake i/o error: {0}")]
@@ -21,7 +32,7 @@ pub enum LakeError {
 
 /// The lake's object store, plus what durability needs to know about it.
 #[derive(Debug, Clone)]
-pub struct Lake {
+pub struct Store {
     store: Arc<dyn ObjectStore>,
     /// Set for a local folder, whose writes are not durable until fsync'd; `None` for S3.
     local_root: Option<PathBuf>,
@@ -33,14 +44,14 @@ pub struct Lake {
     root_in_container: String,
 }
 
-impl Lake {
+impl Store {
     /// Opens the lake a URL names. `file:///path` or a plain path is a local folder, created
     /// when missing. `s3://bucket[/prefix]` is an S3-compatible bucket; endpoint, region and
     /// credentials come from the usual AWS environment variables (`AWS_ENDPOINT`,
     /// `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`...).
-    pub fn open(url: &str) -> Result<Lake, LakeError> {
+    pub fn open(url: &str) -> Result<Store, LakeError> {
         if let Some(rest) = url.strip_prefix("s3://") {
-            return Lake::open_s3(url, rest);
+            return Store::open_s3(url, rest);
         }
         let path = match url.strip_prefix("file://") {
             Some(path) => path,
@@ -52,7 +63,7 @@ impl Lake {
         let store = LocalFileSystem::new_with_prefix(&root)?;
         let root_text = root.display().to_string();
         let root_url = format!("file://{}/", root_text.trim_end_matches('/'));
-        Ok(Lake {
+        Ok(Store {
             store: Arc::new(store),
             local_root: Some(root.clone()),
             root_url,
@@ -61,7 +72,7 @@ impl Lake {
         })
     }
 
-    fn open_s3(url: &str, bucket_and_prefix: &str) -> Result<Lake, LakeError> {
+    fn open_s3(url: &str, bucket_and_prefix: &str) -> Result<Store, LakeError> {
         let (bucket, prefix) = bucket_and_prefix
             .split_once('/')
             .unwrap_or((bucket_and_prefix, ""));
@@ -91,7 +102,7 @@ impl Lake {
         } else {
             format!("s3://{bucket}/{prefix}/")
         };
-        Ok(Lake {
+        Ok(Store {
             store,
             local_root: None,
             root_url,
@@ -123,6 +134,25 @@ impl Lake {
     pub fn table_url(&self, table: &str) -> Result<url::Url, LakeError> {
         url::Url::parse(&format!("{}{table}/", self.root_url))
             .map_err(|_| LakeError::UnsupportedUrl(self.root_url.clone()))
+    }
+
+    /// Fails when the `events` folder holds partitions but no Delta log (see
+    /// [`LakeError::PreDelta`]).
+    pub async fn refuse_pre_delta_layout(&self) -> Result<(), LakeError> {
+        let listing = self
+            .store
+            .list_with_delimiter(Some(&ObjectPath::from("events")))
+            .await?;
+        let names: Vec<String> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|prefix| prefix.filename().map(str::to_owned))
+            .collect();
+        let partitions = names.iter().any(|name| name.starts_with("survey_id="));
+        if partitions && !names.iter().any(|name| name == "_delta_log") {
+            return Err(LakeError::PreDelta(self.root_url.clone()));
+        }
+        Ok(())
     }
 
     /// Creates a folder under a local lake's root (nothing to do in a bucket).

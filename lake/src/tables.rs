@@ -16,12 +16,32 @@ use std::sync::{Arc, LazyLock};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use catalog::LakeFileKind;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
+
+/// The lake's three tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TableKind {
+    Events,
+    Features,
+    Scores,
+}
+
+impl TableKind {
+    pub const ALL: [TableKind; 3] = [TableKind::Events, TableKind::Features, TableKind::Scores];
+
+    /// The table's folder under the lake's root, and its name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableKind::Events => "events",
+            TableKind::Features => "features",
+            TableKind::Scores => "scores",
+        }
+    }
+}
 
 fn dictionary() -> DataType {
     DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
@@ -104,18 +124,18 @@ pub static SCORES_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 
 /// The column that names a session in a table's rows: an erasure drops the rows whose value is
 /// the session's reference or (in `events`) one of its linked identifiers.
-pub fn session_column(kind: LakeFileKind) -> &'static str {
+pub fn session_column(kind: TableKind) -> &'static str {
     match kind {
-        LakeFileKind::Events => "session_id",
-        LakeFileKind::Features | LakeFileKind::Scores => "reference",
+        TableKind::Events => "session_id",
+        TableKind::Features | TableKind::Scores => "reference",
     }
 }
 
 /// Writer settings of a table's files.
-pub fn writer_properties(kind: LakeFileKind) -> WriterProperties {
+pub fn writer_properties(kind: TableKind) -> WriterProperties {
     match kind {
-        LakeFileKind::Events => events_writer_properties(),
-        LakeFileKind::Features | LakeFileKind::Scores => WriterProperties::builder()
+        TableKind::Events => events_writer_properties(),
+        TableKind::Features | TableKind::Scores => WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
             .build(),
     }
@@ -147,7 +167,7 @@ fn events_writer_properties() -> WriterProperties {
 /// Encodes one batch as a complete Parquet file of `kind` (an `events` batch must already be
 /// sorted by session).
 pub fn encode(
-    kind: LakeFileKind,
+    kind: TableKind,
     batch: &RecordBatch,
 ) -> Result<Vec<u8>, parquet::errors::ParquetError> {
     let mut buffer = Vec::with_capacity(batch.get_array_memory_size() / 4 + 1024);
@@ -180,16 +200,22 @@ pub fn events_file_path(
 
 /// The instance that wrote an events file, read back from its path.
 pub fn events_file_instance(path: &str) -> Option<&str> {
+    events_file_origin(path).map(|(instance, _, _)| instance)
+}
+
+/// The instance that wrote a flush's events file and the first and last log positions it
+/// covers, read back from its path; `None` for any other file.
+pub fn events_file_origin(path: &str) -> Option<(&str, u64, u64)> {
     let name = path.rsplit('/').next()?.strip_suffix(".parquet")?;
     let mut parts = name.rsplitn(3, '-');
-    let _last = parts.next()?;
-    let _first = parts.next()?;
-    parts.next()
+    let last = parts.next()?.parse().ok()?;
+    let first = parts.next()?.parse().ok()?;
+    Some((parts.next()?, first, last))
 }
 
 /// The object path of a file a rewrite (erasure, compaction) writes: a random name with no
 /// `-`, so it is never taken for a flush's file (see [`events_file_instance`]).
-pub fn rewritten_file_path(kind: LakeFileKind, survey_id: &str, date: Option<&str>) -> String {
+pub fn rewritten_file_path(kind: TableKind, survey_id: &str, date: Option<&str>) -> String {
     let name = format!(
         "rewrite_{}_{:016x}.parquet",
         chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
@@ -202,7 +228,7 @@ pub fn rewritten_file_path(kind: LakeFileKind, survey_id: &str, date: Option<&st
 }
 
 /// The folder of a survey's files in the `features` or `scores` table.
-pub fn results_folder(kind: LakeFileKind, survey_id: &str) -> String {
+pub fn results_folder(kind: TableKind, survey_id: &str) -> String {
     format!("{}/survey_id={survey_id}", kind.as_str())
 }
 
@@ -210,14 +236,14 @@ pub fn results_folder(kind: LakeFileKind, survey_id: &str) -> String {
 /// from a crashed attempt's leftovers, `sequence` counts the run's chunks.
 ///
 /// ```
-/// use catalog::LakeFileKind;
+/// use lake::TableKind;
 /// assert_eq!(
-///     lake::tables::results_file_path(LakeFileKind::Scores, "00112233445566778899aabb", "run1", "a1b2c3", 7),
+///     lake::tables::results_file_path(TableKind::Scores, "00112233445566778899aabb", "run1", "a1b2c3", 7),
 ///     "scores/survey_id=00112233445566778899aabb/run1-a1b2c3-00007.parquet"
 /// );
 /// ```
 pub fn results_file_path(
-    kind: LakeFileKind,
+    kind: TableKind,
     survey_id: &str,
     run_id: &str,
     attempt: &str,
@@ -230,7 +256,7 @@ pub fn results_file_path(
 }
 
 /// The prefix of every file one scoring run publishes into a survey's folder.
-pub fn results_run_prefix(kind: LakeFileKind, survey_id: &str, run_id: &str) -> String {
+pub fn results_run_prefix(kind: TableKind, survey_id: &str, run_id: &str) -> String {
     format!("{}/{run_id}-", results_folder(kind, survey_id))
 }
 
@@ -242,9 +268,10 @@ mod tests {
     fn instance_is_recovered_from_a_flush_path_only() {
         let path = events_file_path("00112233445566778899aabb", "2026-11-22", "a1b2-c3", 1, 2);
         assert_eq!(events_file_instance(&path), Some("a1b2-c3"));
+        assert_eq!(events_file_origin(&path), Some(("a1b2-c3", 1, 2)));
         assert_eq!(events_file_instance("events/x/y.parquet"), None);
         let rewritten = rewritten_file_path(
-            LakeFileKind::Events,
+            TableKind::Events,
             "00112233445566778899aabb",
             Some("2026-11-22"),
         );
@@ -254,8 +281,8 @@ mod tests {
     #[test]
     fn a_run_prefix_covers_its_files_and_no_other_runs() {
         let survey = "00112233445566778899aabb";
-        let file = results_file_path(LakeFileKind::Features, survey, "run1", "abc", 3);
-        assert!(file.starts_with(&results_run_prefix(LakeFileKind::Features, survey, "run1")));
-        assert!(!file.starts_with(&results_run_prefix(LakeFileKind::Features, survey, "run")));
+        let file = results_file_path(TableKind::Features, survey, "run1", "abc", 3);
+        assert!(file.starts_with(&results_run_prefix(TableKind::Features, survey, "run1")));
+        assert!(!file.starts_with(&results_run_prefix(TableKind::Features, survey, "run")));
     }
 }

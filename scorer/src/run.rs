@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use catalog::{
-    Catalog, LakeFileKind, NewLakeFile, NewScore, RunControl, RunId, RunOutcome, RunProgress,
-    ScoringFailure, ScoringRun, SurveyId,
+    Catalog, NewScore, RunControl, RunId, RunOutcome, RunProgress, ScoringFailure, ScoringRun,
+    SurveyId,
 };
 use futures::TryStreamExt;
-use lake::Lake;
+use lake::{Lake, NewFile, TableKind};
 use parking_lot::Mutex;
 use query::LakeQuery;
 use rayon::prelude::*;
@@ -230,11 +230,12 @@ impl Scorer {
         }
 
         let files: Vec<String> = self
-            .catalog
-            .live_files(LakeFileKind::Events, Some(&run.survey_id))
+            .lake
+            .table(TableKind::Events)
+            .live_files(Some(run.survey_id.as_str()))
             .await?
             .into_iter()
-            .map(|file| file.file.path)
+            .map(|file| file.path)
             .collect();
         // Names this attempt's files apart from a crashed attempt's leftovers.
         let attempt = &catalog::ids::random_hex24()[..6];
@@ -285,26 +286,63 @@ impl Scorer {
         Ok(())
     }
 
-    /// Deletes files an earlier attempt at this run uploaded but never published (it died
-    /// between the upload and the catalog commit), so folder readers see only published rows.
-    /// That attempt has lost the run, and its fenced commit could no longer succeed.
+    /// Takes back what an earlier attempt at this run wrote to the lake but never recorded in
+    /// the catalog (it died, or lost its lease, between the two): files it committed whose
+    /// sessions the catalog does not credit to this run are removed from the tables, and
+    /// uploads no commit names are deleted. Lookup and the lake then agree on what the run
+    /// published. That attempt has lost the run, and could no longer record anything.
     async fn remove_unpublished(&self, run: &ScoringRun) -> Result<(), Stop> {
-        for kind in [LakeFileKind::Features, LakeFileKind::Scores] {
-            let live: HashSet<String> = self
-                .catalog
-                .live_files(kind, Some(&run.survey_id))
+        let credited: HashSet<String> = self
+            .catalog
+            .scored_references(&run.survey_id)
+            .await?
+            .into_iter()
+            .filter(|scored| scored.run_id == run.id.as_str())
+            .map(|scored| scored.reference)
+            .collect();
+        for kind in [TableKind::Features, TableKind::Scores] {
+            let table = self.lake.table(kind);
+            let ours = tables::results_run_prefix(kind, run.survey_id.as_str(), run.id.as_str());
+            let live: Vec<String> = table
+                .live_files(Some(run.survey_id.as_str()))
                 .await?
                 .into_iter()
-                .map(|file| file.file.path)
+                .map(|file| file.path)
+                .filter(|path| path.starts_with(&ours))
                 .collect();
+            let mut unrecorded = Vec::new();
+            for path in &live {
+                let bytes = self.lake.read(path).await?;
+                let references = tokio::task::spawn_blocking(move || {
+                    lake::rewrite::column_values(bytes, "reference")
+                })
+                .await??;
+                if !references
+                    .iter()
+                    .all(|reference| credited.contains(reference))
+                {
+                    unrecorded.push(path.clone());
+                }
+            }
+            if !unrecorded.is_empty() {
+                tracing::info!(
+                    files = unrecorded.len(),
+                    table = kind.as_str(),
+                    "removing files of an attempt that did not record them"
+                );
+                table
+                    .commit(lake::Change::Erase, &[], &unrecorded, None)
+                    .await?;
+            }
             let folder = tables::results_folder(kind, run.survey_id.as_str());
             let prefix = object_store::path::Path::from(folder.as_str());
             let objects: Vec<object_store::ObjectMeta> =
                 self.lake.store().list(Some(&prefix)).try_collect().await?;
-            let ours = tables::results_run_prefix(kind, run.survey_id.as_str(), run.id.as_str());
+            let live: HashSet<String> = live.into_iter().collect();
             for object in objects {
                 let path = object.location.to_string();
-                if path.starts_with(&ours) && !live.contains(&path) {
+                if path.starts_with(&ours) && (!live.contains(&path) || unrecorded.contains(&path))
+                {
                     tracing::info!(path, "removing an unpublished scoring file");
                     self.lake.delete(&path).await?;
                 }
@@ -386,25 +424,20 @@ impl Scorer {
         if !scored.is_empty() {
             let features = features_batch(survey, run_id, now, &scored)?;
             let scores = scores_batch(survey, run_id, &self.model.version, now, &scored)?;
-            for (kind, batch) in [
-                (LakeFileKind::Features, features),
-                (LakeFileKind::Scores, scores),
-            ] {
+            for (kind, batch) in [(TableKind::Features, features), (TableKind::Scores, scores)] {
                 let bytes =
                     tokio::task::spawn_blocking(move || tables::encode(kind, &batch)).await??;
                 let path = tables::results_file_path(kind, survey, run_id, attempt, sequence);
-                let size = bytes.len() as u64;
-                self.lake.put_durable(&path, bytes).await?;
-                files.push(NewLakeFile {
+                let file = NewFile {
                     path,
-                    kind,
-                    survey_id: run.survey_id.clone(),
-                    partition_date: None,
-                    row_count: scored.len() as u64,
-                    size_bytes: size,
-                    min_session: scored.first().map(|s| s.reference.clone()),
-                    max_session: scored.last().map(|s| s.reference.clone()),
-                });
+                    survey_id: survey.to_owned(),
+                    date: None,
+                    size: bytes.len() as u64,
+                    rows: scored.len() as u64,
+                    received: None,
+                };
+                self.lake.put_durable(&file.path, bytes).await?;
+                files.push((kind, file));
             }
         }
         let new_scores: Vec<NewScore> = scored
@@ -418,14 +451,46 @@ impl Scorer {
                 run_id: run.id.clone(),
             })
             .collect();
-        let published = self
-            .catalog
-            .record_scores(&run.survey_id, &run.id, &self.owner, &new_scores, &files)
-            .await;
+        // The lake first, then the fenced record: an attempt that dies in between leaves
+        // files its successor removes (`remove_unpublished`); the other order would leave
+        // scores lookup reports and the lake never gets.
+        let mut committed = Vec::new();
+        let mut published = Ok(true);
+        for (kind, file) in &files {
+            match self
+                .lake
+                .table(*kind)
+                .commit(lake::Change::Append, std::slice::from_ref(file), &[], None)
+                .await
+            {
+                Ok(_) => committed.push((*kind, file.path.clone())),
+                Err(error) => {
+                    published = Err(Stop::from(error));
+                    break;
+                }
+            }
+        }
+        if matches!(published, Ok(true)) {
+            published = self
+                .catalog
+                .record_scores(&run.survey_id, &run.id, &self.owner, &new_scores)
+                .await
+                .map_err(Stop::from);
+        }
         if !matches!(published, Ok(true)) {
-            // Not committed: the uploads are not data. Remove them now rather than leave them
-            // to a later cleanup.
-            for file in &files {
+            // Not recorded: the files are not data. Take them back now rather than leave them
+            // to the next attempt.
+            for (kind, path) in &committed {
+                if let Err(error) = self
+                    .lake
+                    .table(*kind)
+                    .commit(lake::Change::Erase, &[], std::slice::from_ref(path), None)
+                    .await
+                {
+                    tracing::warn!(path, %error, "could not remove an unrecorded file from its table");
+                }
+            }
+            for (_, file) in &files {
                 if let Err(error) = self.lake.delete(&file.path).await {
                     tracing::warn!(path = file.path, %error, "could not remove an unpublished file");
                 }

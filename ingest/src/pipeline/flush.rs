@@ -124,28 +124,48 @@ impl Ingestor {
         })
         .await??;
 
+        let app_id = self.lake_app_id();
+        // A retry of a range whose commit may have landed (its answer was lost): uploading again
+        // would overwrite files the log already names.
+        let already = retry_through.is_some()
+            && self
+                .inner
+                .lake
+                .table(TableKind::Events)
+                .app_version(&app_id)
+                .await?
+                .is_some_and(|version| version >= lsn_version(through_lsn));
         let mut committed = Vec::with_capacity(files.len());
         let mut events = 0;
         let mut outcome = Ok(());
-        for (bytes, file) in files {
-            events += file.row_count;
-            if let Err(error) = self.inner.lake.put_durable(&file.path, bytes).await {
-                outcome = Err(IngestError::from(error));
-                break;
+        if !already {
+            for (bytes, file) in files {
+                events += file.rows;
+                if let Err(error) = self.inner.lake.put_durable(&file.path, bytes).await {
+                    outcome = Err(IngestError::from(error));
+                    break;
+                }
+                committed.push(file);
             }
-            committed.push(file);
         }
-        if outcome.is_ok() {
+        if outcome.is_ok() && !already {
             outcome = self
                 .inner
-                .catalog
-                .commit_event_files(&self.inner.config.instance_id, through_lsn, &committed)
+                .lake
+                .table(TableKind::Events)
+                .commit(
+                    lake::Change::Append,
+                    &committed,
+                    &[],
+                    Some((&app_id, lsn_version(through_lsn))),
+                )
                 .await
+                .map(|_| ())
                 .map_err(IngestError::from);
         }
         if let Err(error) = outcome {
-            // Uncommitted uploads are invisible to the catalog, but not to a reader listing the
-            // folder: take them back now rather than at the next start.
+            // Uncommitted uploads are invisible to readers of the table, but not to a reader
+            // listing the folder: take them back now rather than at the next start.
             for file in &committed {
                 if let Err(cleanup) = self.inner.lake.delete(&file.path).await {
                     tracing::warn!(path = file.path, error = %cleanup, "could not remove an uncommitted file");
@@ -277,17 +297,23 @@ impl Ingestor {
         Ok(known)
     }
 
+    /// The application id of this instance's flushes in the `events` table's log: its
+    /// version is the log position the last committed flush covers.
+    pub(super) fn lake_app_id(&self) -> String {
+        lake_app_id(&self.inner.config.instance_id)
+    }
+
     /// Deletes events files this instance wrote but never committed (a crash between the upload
-    /// and the catalog commit). Other instances' uploads in flight are left alone.
+    /// and the commit): its files past the log position its last commit covers. Other
+    /// instances' uploads in flight are left alone.
     pub(super) async fn remove_orphan_files(&self) -> Result<(), IngestError> {
-        let live: HashSet<String> = self
+        let committed = self
             .inner
-            .catalog
-            .live_files(LakeFileKind::Events, None)
+            .lake
+            .table(TableKind::Events)
+            .app_version(&self.lake_app_id())
             .await?
-            .into_iter()
-            .map(|file| file.file.path)
-            .collect();
+            .unwrap_or(0);
         let prefix = ObjectPath::from("events");
         let objects: Vec<_> = self
             .inner
@@ -299,15 +325,26 @@ impl Ingestor {
             .map_err(lake::LakeError::from)?;
         for object in objects {
             let path = object.location.to_string();
-            let ours =
-                tables::events_file_instance(&path) == Some(self.inner.config.instance_id.as_str());
-            if ours && !live.contains(&path) {
+            let Some((instance, _, last)) = tables::events_file_origin(&path) else {
+                continue;
+            };
+            if instance == self.inner.config.instance_id && lsn_version(last) > committed {
                 tracing::info!(path, "removing an uncommitted events file");
                 self.inner.lake.delete(&path).await?;
             }
         }
         Ok(())
     }
+}
+
+/// The application id of an instance's flushes in the `events` table's log.
+pub(super) fn lake_app_id(instance: &str) -> String {
+    format!("telltale-ingest-{instance}")
+}
+
+/// A log position as a Delta application transaction version.
+pub(super) fn lsn_version(lsn: u64) -> i64 {
+    i64::try_from(lsn).unwrap_or(i64::MAX)
 }
 
 /// Per-identifier statistics of a run of log records.
@@ -360,8 +397,6 @@ pub(super) fn utc_date(day: i64) -> String {
         .to_string()
 }
 
-/// Encodes the records as one Parquet file per (survey, date) partition, rows sorted by session.
-///
 /// Records are ordered by partition, identifier and log position, then decoded one batch at a
 /// time straight into column builders: memory holds the compact columnar form, never every
 /// decoded event of the flush at once.
@@ -372,7 +407,7 @@ pub(super) fn build_event_files(
     instance: &str,
     first_lsn: u64,
     through_lsn: u64,
-) -> Result<Vec<(Vec<u8>, NewLakeFile)>, IngestError> {
+) -> Result<Vec<(Vec<u8>, NewFile)>, IngestError> {
     // Partitioned by UTC day number; the date text is formatted once per partition.
     let mut ordered: Vec<(i64, &Arc<WalRecord>)> = records
         .iter()
@@ -420,8 +455,7 @@ pub(super) fn build_event_files(
                 .iter()
                 .take_while(|(other_day, other)| other_day == day && &other.survey_id == survey_id)
                 .count();
-        let mut min_session: Option<&str> = None;
-        let mut max_session: Option<&str> = None;
+        let mut received: Option<(i64, i64)> = None;
         for (_, record) in &ordered[start..end] {
             // Bodies in the log were validated before they were logged.
             let Ok(rows) = event_row::decode_batch(&record.body) else {
@@ -464,17 +498,19 @@ pub(super) fn build_event_files(
                 record.received_at,
                 &rows,
             );
-            min_session.get_or_insert(record.identifier.as_str());
-            max_session = Some(record.identifier.as_str());
+            received = Some(match received {
+                None => (record.received_at, record.received_at),
+                Some((min, max)) => (min.min(record.received_at), max.max(record.received_at)),
+            });
         }
         if !builder.is_empty() {
             let row_count = builder.len() as u64;
             let batch = builder
                 .finish()
                 .map_err(|error| IngestError::Encode(error.to_string()))?;
-            let bytes = tables::encode(LakeFileKind::Events, &batch)
+            let bytes = tables::encode(TableKind::Events, &batch)
                 .map_err(|error| IngestError::Encode(error.to_string()))?;
-            let file = NewLakeFile {
+            let file = NewFile {
                 path: tables::events_file_path(
                     survey_id.as_str(),
                     &date,
@@ -482,13 +518,11 @@ pub(super) fn build_event_files(
                     first_lsn,
                     through_lsn,
                 ),
-                kind: LakeFileKind::Events,
-                survey_id: survey_id.clone(),
-                partition_date: Some(date),
-                row_count,
-                size_bytes: bytes.len() as u64,
-                min_session: min_session.map(str::to_owned),
-                max_session: max_session.map(str::to_owned),
+                survey_id: survey_id.as_str().to_owned(),
+                date: Some(date),
+                size: bytes.len() as u64,
+                rows: row_count,
+                received,
             };
             files.push((bytes, file));
         }

@@ -21,9 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use catalog::{
-    Catalog, LakeFileKind, NewLakeFile, SessionDelta, SurveyId, TrackingKey, WalConsumer,
-};
+use catalog::{Catalog, SessionDelta, SurveyId, TrackingKey, WalConsumer};
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use parking_lot::{Mutex, RwLock};
@@ -33,7 +31,7 @@ use crate::batch::{self, BatchError};
 use crate::event_row;
 use crate::events_batch::EventsBatchBuilder;
 use crate::wal::{Append, Wal, WalError, WalRecord};
-use lake::{Lake, tables};
+use lake::{Lake, NewFile, TableKind, tables};
 
 mod flush;
 mod tombstones;
@@ -252,9 +250,9 @@ impl Ingestor {
         let stats_watermark = catalog
             .wal_watermark(&config.instance_id, WalConsumer::Stats)
             .await?;
-        let lake_watermark = catalog
-            .wal_watermark(&config.instance_id, WalConsumer::Lake)
-            .await?;
+        // The lake's position is the one the events table's log holds for this instance: a
+        // flush's files and the position they cover are one Delta commit.
+        let lake_watermark = Ingestor::lake_position(&lake, &config.instance_id).await?;
         let replayed = recovered.records.len();
         {
             let mut stats = stats_pending.lock();
@@ -405,6 +403,17 @@ impl Ingestor {
     /// Where the log and its two consumers stand. Everything at or below both watermarks is
     /// in the lake and in the session statistics; when both reach `last_lsn`, the log holds
     /// nothing that is not elsewhere (what `telltale drain` checks before an instance retires).
+    /// The log position the lake holds every record of, for `instance`: the version of the
+    /// instance's application transaction in the `events` table's log (a flush's files and the
+    /// position they cover are one commit).
+    pub async fn lake_position(lake: &Lake, instance: &str) -> Result<u64, IngestError> {
+        Ok(lake
+            .table(TableKind::Events)
+            .app_version(&flush::lake_app_id(instance))
+            .await?
+            .map_or(0, |version| u64::try_from(version).unwrap_or(0)))
+    }
+
     pub fn log_position(&self) -> LogPosition {
         LogPosition {
             last_lsn: self.inner.wal.last_lsn(),
@@ -500,7 +509,9 @@ mod tests {
             .provision_survey(&org.id, "s", "S")
             .await
             .expect("survey");
-        let lake = Lake::open(&dir.path().join("lake").display().to_string()).expect("lake");
+        let lake = Lake::open(&dir.path().join("lake").display().to_string(), &[])
+            .await
+            .expect("lake");
         Fixture {
             tracking_key: survey.tracking_key.to_string(),
             survey_id: survey.id,
@@ -543,13 +554,14 @@ mod tests {
     /// (session, x) of every row of every live events file.
     async fn read_events(fixture: &Fixture) -> Vec<(String, i32)> {
         let files = fixture
-            .catalog
-            .live_files(LakeFileKind::Events, None)
+            .lake
+            .table(TableKind::Events)
+            .live_files(None)
             .await
             .expect("files");
         files
             .iter()
-            .flat_map(|file| read_events_of(fixture, &file.file.path))
+            .flat_map(|file| read_events_of(fixture, &file.path))
             .collect()
     }
 
@@ -574,20 +586,21 @@ mod tests {
         // Part may already be flushed in the background (the backlog passed the bound).
         ingestor.shutdown().await.expect("shutdown");
         let files = fixture
-            .catalog
-            .live_files(LakeFileKind::Events, None)
+            .lake
+            .table(TableKind::Events)
+            .live_files(None)
             .await
             .expect("files");
         assert!(files.len() > 1, "a 4 KiB flush bound must split 400 events");
-        assert_eq!(files.iter().map(|f| f.file.row_count).sum::<u64>(), 400);
+        assert_eq!(files.iter().map(|f| f.rows.unwrap_or(0)).sum::<u64>(), 400);
         for file in &files {
-            let rows = read_events_of(&fixture, &file.file.path);
+            let rows = read_events_of(&fixture, &file.path);
             let mut sorted = rows.clone();
             sorted.sort_by(|a, b| a.0.cmp(&b.0));
             assert_eq!(
                 rows, sorted,
                 "rows of {} sorted by session, arrival order kept",
-                file.file.path
+                file.path
             );
         }
         let rows = read_events(&fixture).await;
