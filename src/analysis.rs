@@ -126,6 +126,29 @@ pub async fn compact(
     Ok(())
 }
 
+/// `telltale vacuum`: the lake's tables vacuumed once (see the subcommand's help).
+pub async fn vacuum(storage: &StorageArgs, retention_secs: u64, json: bool) -> anyhow::Result<()> {
+    let (_catalog, lake) = open_storage(storage).await?;
+    let retention = Duration::from_secs(retention_secs);
+    let mut deleted = serde_json::Map::new();
+    for kind in TableKind::ALL {
+        let count = lake
+            .table(kind)
+            .vacuum(retention)
+            .await
+            .with_context(|| format!("vacuuming the {} table", kind.as_str()))?;
+        deleted.insert(kind.as_str().to_owned(), count.into());
+    }
+    if json {
+        println!("{}", serde_json::json!({ "deleted": deleted }));
+    } else {
+        for (table, count) in &deleted {
+            println!("{table}: {count} files deleted");
+        }
+    }
+    Ok(())
+}
+
 /// `telltale score --survey ID [--force]`.
 pub async fn score(
     storage: &StorageArgs,

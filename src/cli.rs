@@ -15,8 +15,14 @@ pub struct Cli {
     #[command(flatten)]
     pub storage: StorageArgs,
 
-    /// Log filter, in tracing's env-filter syntax (e.g. `info,ingest=debug`).
-    #[arg(long, env = "LOG_FILTER", default_value = "info", global = true)]
+    /// Log filter, in tracing's env-filter syntax (e.g. `info,ingest=debug`). The Delta Lake
+    /// libraries log every snapshot they build at info: they start at warn unless named.
+    #[arg(
+        long,
+        env = "LOG_FILTER",
+        default_value = "info,buoyant_kernel=warn,deltalake_core=warn",
+        global = true
+    )]
     pub log_filter: String,
 
     #[command(subcommand)]
@@ -125,6 +131,20 @@ pub enum Command {
             default_value_t = 2_000_000
         )]
         target_rows: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete the lake files no table snapshot of the last `--retention-secs` needs: files a
+    /// compaction replaced at least that long ago, and uploads no commit names (a writer died
+    /// before its commit) at least that old. What `serve` does after each background
+    /// compaction. A retention shorter than a writer's upload-to-commit time (seconds) can
+    /// delete an upload a running server is about to commit: keep it at minutes unless every
+    /// server on the lake is stopped or idle.
+    Vacuum {
+        /// Keep files removed (or uploaded) less than this long ago.
+        #[arg(long, env = "TELLTALE_LAKE_RETENTION_SECS", default_value_t = 3600)]
+        retention_secs: u64,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,

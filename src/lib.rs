@@ -60,6 +60,10 @@ pub fn run() -> anyhow::Result<()> {
                 target_rows,
                 json,
             } => analysis::compact(&cli.storage, survey.as_deref(), target_rows, json).await,
+            cli::Command::Vacuum {
+                retention_secs,
+                json,
+            } => analysis::vacuum(&cli.storage, retention_secs, json).await,
         }
     })
 }

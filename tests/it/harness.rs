@@ -744,6 +744,45 @@ impl TestServer {
         }
     }
 
+    /// Where a Delta reader finds one of the lake's tables as the server writes it (the folder,
+    /// or the bucket), with the storage options it needs.
+    pub(crate) fn delta_location(&self, table: &str) -> (String, Value) {
+        match &self.scale_out {
+            Some(stores) => stores.delta_location(table),
+            None => (
+                self.data_dir.join("lake").join(table).display().to_string(),
+                serde_json::json!({}),
+            ),
+        }
+    }
+
+    /// The live files of one of the lake's Delta tables (`events`, `features`, `scores`) with
+    /// their row counts, as Python's `deltalake` reads the table's log: paths from the lake's
+    /// root, sorted.
+    pub(crate) fn live_files(&self, table: &str) -> Vec<(String, u64)> {
+        let root = self.lake_dir().join(table);
+        let output = Command::new("python3")
+            .arg("-c")
+            .arg(PYTHON_DELTA_FILES)
+            .arg(&root)
+            .output()
+            .expect("run python3 (the lake tests need python3 with the deltalake module)");
+        assert!(
+            output.status.success(),
+            "reading the Delta log of {} failed: {}",
+            root.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rows: Vec<(String, u64)> =
+            serde_json::from_slice(&output.stdout).expect("files as JSON");
+        let mut files: Vec<(String, u64)> = rows
+            .into_iter()
+            .map(|(path, rows)| (format!("{table}/{path}"), rows))
+            .collect();
+        files.sort();
+        files
+    }
+
     /// The glob of every events Parquet file in (a copy of) this server's lake.
     pub(crate) fn events_glob(&self) -> String {
         format!("{}/events/**/*.parquet", self.lake_dir().display())
@@ -775,6 +814,19 @@ connection = sqlite3.connect(sys.argv[1], timeout=10)
 for row in connection.execute(sys.argv[2]).fetchall():
     print("|".join("" if value is None else str(value) for value in row))
 connection.commit()
+"#;
+
+const PYTHON_DELTA_FILES: &str = r#"
+import json, sys
+try:
+    import deltalake
+except ImportError:
+    sys.stderr.write("the python deltalake module is missing: pip install deltalake\n")
+    sys.exit(3)
+actions = deltalake.DeltaTable(sys.argv[1]).get_add_actions(flatten=True)
+paths = actions.column("path").to_pylist()
+rows = actions.column("num_records").to_pylist()
+print(json.dumps([[path, count or 0] for path, count in zip(paths, rows)]))
 "#;
 
 const PYTHON_DUCKDB: &str = r#"

@@ -105,7 +105,16 @@ async fn duckdb_reads_the_events_lake_with_hive_partitioning() {
 
     // The layout: events/survey_id=<24hex>/date=<YYYY-MM-DD>/<file>.parquet
     let events_dir = server.lake_dir().join("events");
-    let files = files_under(&events_dir);
+    assert!(
+        events_dir
+            .join("_delta_log/00000000000000000000.json")
+            .exists(),
+        "the events table's Delta log"
+    );
+    let files: Vec<String> = files_under(&events_dir)
+        .into_iter()
+        .filter(|file| !file.starts_with("_delta_log/"))
+        .collect();
     assert!(!files.is_empty(), "no events files");
     for file in &files {
         let parts: Vec<&str> = file.split('/').collect();
@@ -256,4 +265,183 @@ async fn duckdb_reads_the_events_lake_with_hive_partitioning() {
         .await;
     assert_eq!(looked_up[0]["eventCount"], json!(6));
     assert_eq!(looked_up[1]["eventCount"], json!(2));
+}
+
+/// Reads the `events` and `scores` tables in a loop with Python's `deltalake` and with
+/// `polars.read_delta`, printing one JSON line per snapshot read, until the stop file exists.
+const PYTHON_DELTA_READERS: &str = r#"
+import json, os, sys, time
+import deltalake, polars, pyarrow.compute as pc
+events, scores, options, stop = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+def counts(values):
+    out = {}
+    for value in values:
+        out[value] = out.get(value, 0) + 1
+    return out
+while not os.path.exists(stop):
+    table = deltalake.DeltaTable(events, storage_options=options)
+    sessions = table.to_pyarrow_table(columns=["session_id"]).column("session_id")
+    sessions = pc.cast(sessions, "string").to_pylist()
+    print(json.dumps({"reader": "deltalake", "version": table.version(), "events": counts(sessions)}), flush=True)
+    frame = polars.read_delta(events, storage_options=options, columns=["session_id"])
+    sessions = frame.get_column("session_id").cast(polars.Utf8).to_list()
+    print(json.dumps({"reader": "polars", "events": counts(sessions)}), flush=True)
+    references = deltalake.DeltaTable(scores, storage_options=options).to_pyarrow_table(columns=["reference"]).column("reference").to_pylist()
+    print(json.dumps({"reader": "deltalake-scores", "scores": sorted(references)}), flush=True)
+    time.sleep(0.02)
+"#;
+
+/// Outside readers of the Delta tables see exactly the committed rows at every moment of a
+/// compaction and an erasure: never an upload before its commit, never a compaction's inputs
+/// beside its output, never a file an erasure replaced. A reader of the plain Parquet files
+/// sees the same rows once a vacuum has run.
+#[tokio::test]
+async fn delta_readers_see_only_committed_rows_while_the_lake_is_compacted_and_erased() {
+    let server = TestServer::start_with(&[
+        "--api-rate-per-minute",
+        "100000",
+        "--compaction-interval-secs",
+        "0",
+    ])
+    .await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "readers", "Readers").await;
+    let mut sessions = Vec::new();
+    let mut before = std::collections::BTreeMap::new();
+    // Several flushes, so several small files for the compaction to merge.
+    for _ in 0..3 {
+        let round: Vec<String> = (0..3).map(|_| new_uuid()).collect();
+        before = crate::deletion::prepare_lake(&server, &key, &survey, &round).await;
+        sessions.extend(round);
+    }
+    crate::deletion::score_survey(&server, &key, &survey.survey_id).await;
+    let victim = sessions[4].clone();
+    let mut after = before.clone();
+    after.remove(&victim);
+    let scored_before: Vec<String> = {
+        let mut all = sessions.clone();
+        all.sort();
+        all
+    };
+    let scored_after: Vec<String> = scored_before
+        .iter()
+        .filter(|reference| **reference != victim)
+        .cloned()
+        .collect();
+
+    let (events_uri, options) = server.delta_location("events");
+    let (scores_uri, _) = server.delta_location("scores");
+    let stop = server.data_dir().join("stop-readers");
+    let mut readers = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(PYTHON_DELTA_READERS)
+        .arg(&events_uri)
+        .arg(&scores_uri)
+        .arg(options.to_string())
+        .arg(&stop)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 with deltalake and polars");
+    let stdout = readers.stdout.take().expect("stdout");
+    let (lines_in, lines) = std::sync::mpsc::channel::<String>();
+    let collector = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_in.send(line);
+        }
+    });
+    // Once they have read the lake as it is (the interpreter and its modules take a moment).
+    let mut observed: Vec<String> = Vec::new();
+    while observed.len() < 3 {
+        match lines.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(line) => observed.push(line),
+            Err(_) => panic!(
+                "the Delta readers printed nothing: {:?}",
+                readers.wait_with_output()
+            ),
+        }
+    }
+
+    // While they read: a compaction, then an erasure, then another compaction.
+    let report = server.cli_json(&["compact", "--json"]);
+    assert!(report["filesIn"].as_u64().unwrap_or(0) >= 2, "{report}");
+    let reply = crate::deletion::request_deletion(&server, &key, &survey.survey_id, &victim).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let done = crate::deletion::wait_deletion_done(&server, &key, &survey.survey_id, &victim).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    server.cli_json(&["compact", "--json"]);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    std::fs::write(&stop, b"").expect("stop the readers");
+    let output = readers.wait_with_output().expect("readers");
+    assert!(
+        output.status.success(),
+        "the Delta readers failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    collector.join().expect("the line collector");
+    observed.extend(lines.try_iter());
+
+    let mut seen = std::collections::BTreeMap::<String, (u32, u32)>::new();
+    for line in &observed {
+        let observation: Value = serde_json::from_str(line).expect("a JSON line");
+        let reader = observation["reader"].as_str().expect("reader").to_owned();
+        let entry = seen.entry(reader.clone()).or_default();
+        if let Some(events) = observation["events"].as_object() {
+            let counts: std::collections::BTreeMap<String, u64> = events
+                .iter()
+                .map(|(session, count)| (session.clone(), count.as_u64().expect("count")))
+                .collect();
+            if counts == before {
+                entry.0 += 1;
+            } else if counts == after {
+                entry.1 += 1;
+            } else {
+                panic!(
+                    "{reader} read rows no snapshot holds: {counts:?}\nbefore {before:?}\nafter {after:?}"
+                );
+            }
+        } else {
+            let references: Vec<String> = observation["scores"]
+                .as_array()
+                .expect("scores")
+                .iter()
+                .map(|reference| reference.as_str().expect("reference").to_owned())
+                .collect();
+            if references == scored_before {
+                entry.0 += 1;
+            } else if references == scored_after {
+                entry.1 += 1;
+            } else {
+                panic!("{reader} read scores no snapshot holds: {references:?}");
+            }
+        }
+    }
+    for reader in ["deltalake", "polars", "deltalake-scores"] {
+        let (old, new) = seen.get(reader).copied().unwrap_or_default();
+        assert!(
+            old >= 1 && new >= 1,
+            "{reader} read {old} snapshots before the erasure and {new} after: {seen:?}"
+        );
+    }
+
+    // The plain files: exactly the table's rows once a vacuum has run.
+    server.cli_json(&["vacuum", "--retention-secs", "0", "--json"]);
+    let rows = duckdb_query(&format!(
+        "SELECT CAST(session_id AS VARCHAR) AS session, count(*) AS n FROM read_parquet('{}') GROUP BY 1",
+        server.events_glob()
+    ));
+    let plain: std::collections::BTreeMap<String, u64> = rows
+        .iter()
+        .map(|row| {
+            (
+                row["session"].as_str().expect("session").to_owned(),
+                row["n"].as_u64().expect("count"),
+            )
+        })
+        .collect();
+    assert_eq!(plain, after, "DuckDB over the vacuumed folder");
 }

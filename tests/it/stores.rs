@@ -168,6 +168,20 @@ impl ScaleOutStores {
         aws_env(&self.endpoint)
     }
 
+    /// Where a Delta reader finds one of the lake's tables, and the storage options it needs.
+    pub(crate) fn delta_location(&self, table: &str) -> (String, serde_json::Value) {
+        (
+            format!("s3://{}/{table}", self.bucket),
+            serde_json::json!({
+                "AWS_ENDPOINT_URL": self.endpoint,
+                "AWS_ALLOW_HTTP": "true",
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_REGION": "us-east-1",
+            }),
+        )
+    }
+
     /// Runs SQL on the catalog database; rows `|`-separated, as the SQLite helper prints them.
     pub(crate) fn catalog_sql(&self, sql: &str) -> String {
         psql(&self.catalog_url, sql)
