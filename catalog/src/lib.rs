@@ -12,6 +12,7 @@
 //! - [`model`]: the records the catalog stores and returns.
 //! - [`sqlite`]: the SQLite backend and its migrations.
 //! - [`postgres`]: the PostgreSQL backend (many instances, one catalog) and its migrations.
+//! - `shared`: the methods whose SQL is the same in both dialects, written once.
 //! - `rows`: reading records out of either backend's rows.
 
 pub mod ids;
@@ -19,6 +20,7 @@ pub mod keys;
 pub mod model;
 pub mod postgres;
 mod rows;
+mod shared;
 pub mod sqlite;
 
 use async_trait::async_trait;

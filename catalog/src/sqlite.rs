@@ -8,7 +8,6 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, SqlitePool};
 
@@ -16,9 +15,18 @@ use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
 use crate::model::*;
 use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
-use crate::{Catalog, Error, Result, now_millis};
+use crate::{Error, Result, now_millis};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// Row locks for claims (see `shared`): none, SQLite has one writer at a time.
+const SKIP_LOCKED: &str = "";
+
+/// Tombstone ids need no lock here: SQLite commits one writer at a time, so ids become
+/// visible in the order they were drawn (PostgreSQL's counterpart takes an advisory lock).
+async fn lock_tombstone_ids(_tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<()> {
+    Ok(())
+}
 
 /// SQLite bounds the number of bound parameters per statement; lookups are at most 100
 /// references, but batched writes are chunked below this.
@@ -83,127 +91,7 @@ async fn set_watermark(
     Ok(())
 }
 
-#[async_trait]
-impl Catalog for SqliteCatalog {
-    async fn create_organization(&self, name: &str) -> Result<Organization> {
-        let organization = Organization {
-            id: OrganizationId::generate(),
-            name: name.to_owned(),
-            created_at: now_millis(),
-        };
-        sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)")
-            .bind(organization.id.as_str())
-            .bind(&organization.name)
-            .bind(organization.created_at)
-            .execute(&self.pool)
-            .await?;
-        Ok(organization)
-    }
-
-    async fn delete_organization(&self, id: &OrganizationId) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE organizations SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
-        )
-        .bind(now_millis())
-        .bind(id.as_str())
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn count_organizations(&self) -> Result<u64> {
-        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM organizations")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(count.max(0) as u64)
-    }
-
-    async fn list_organizations(&self) -> Result<Vec<Organization>> {
-        let rows = sqlx::query(
-            "SELECT id, name, created_at FROM organizations WHERE deleted_at IS NULL
-             ORDER BY created_at, id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::organization).collect()
-    }
-
-    async fn create_key(
-        &self,
-        organization: &OrganizationId,
-        label: &str,
-        scopes: &[Scope],
-    ) -> Result<CreatedKey> {
-        let secret = IntegrationKeySecret::generate();
-        let info = KeyInfo {
-            prefix: secret.prefix().clone(),
-            organization_id: organization.clone(),
-            label: label.to_owned(),
-            scopes: scopes.to_vec(),
-            created_at: now_millis(),
-            revoked_at: None,
-        };
-        // One statement: the organization cannot be deleted between the check and the insert.
-        let inserted = sqlx::query(
-            "INSERT INTO integration_keys
-                 (prefix, organization_id, secret_sha256, label, scopes, created_at)
-             SELECT ?, id, ?, ?, ?, ? FROM organizations WHERE id = ? AND deleted_at IS NULL",
-        )
-        .bind(info.prefix.as_str())
-        .bind(secret.sha256_hex())
-        .bind(&info.label)
-        .bind(Scope::join(&info.scopes))
-        .bind(info.created_at)
-        .bind(organization.as_str())
-        .execute(&self.pool)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            return Err(Error::OrganizationNotFound(organization.to_string()));
-        }
-        Ok(CreatedKey { secret, info })
-    }
-
-    async fn list_keys(&self, organization: &OrganizationId) -> Result<Vec<KeyInfo>> {
-        let rows = sqlx::query(
-            "SELECT prefix, organization_id, label, scopes, created_at, revoked_at
-             FROM integration_keys WHERE organization_id = ? ORDER BY created_at, prefix",
-        )
-        .bind(organization.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::key_info).collect()
-    }
-
-    async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE integration_keys SET revoked_at = ? WHERE prefix = ? AND revoked_at IS NULL",
-        )
-        .bind(now_millis())
-        .bind(prefix.as_str())
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn authenticate(
-        &self,
-        secret: &IntegrationKeySecret,
-    ) -> Result<Option<AuthenticatedKey>> {
-        let row = sqlx::query(
-            "SELECT k.prefix, k.organization_id, k.label, k.scopes, k.created_at, k.revoked_at,
-                    k.secret_sha256, o.name AS organization_name, o.deleted_at
-             FROM integration_keys k JOIN organizations o ON o.id = k.organization_id
-             WHERE k.prefix = ?",
-        )
-        .bind(secret.prefix().as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        match row {
-            Some(row) => rows::authenticated_key(&row, &secret.sha256_hex()),
-            None => Ok(None),
-        }
-    }
-
+crate::shared::impl_catalog!(SqliteCatalog, {
     fn counts_api_requests(&self) -> bool {
         false
     }
@@ -244,75 +132,6 @@ impl Catalog for SqliteCatalog {
         };
         tx.commit().await?;
         Ok(admission)
-    }
-
-    async fn provision_survey(
-        &self,
-        organization: &OrganizationId,
-        external_survey_id: &str,
-        name: &str,
-    ) -> Result<Survey> {
-        let now = now_millis();
-        // One statement: concurrent provisioning of the same external id cannot create two.
-        let row = sqlx::query(&format!(
-            "INSERT INTO surveys
-                 (id, organization_id, external_survey_id, name, tracking_key, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT (organization_id, external_survey_id)
-             DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at
-             RETURNING {SURVEY_COLUMNS}"
-        ))
-        .bind(SurveyId::generate().as_str())
-        .bind(organization.as_str())
-        .bind(external_survey_id)
-        .bind(name)
-        .bind(TrackingKey::generate().as_str())
-        .bind(now)
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await?;
-        rows::survey(&row)
-    }
-
-    async fn survey(&self, organization: &OrganizationId, id: &SurveyId) -> Result<Option<Survey>> {
-        let row = sqlx::query(&format!(
-            "SELECT {SURVEY_COLUMNS} FROM surveys WHERE id = ? AND organization_id = ?"
-        ))
-        .bind(id.as_str())
-        .bind(organization.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(rows::survey).transpose()
-    }
-
-    async fn survey_by_id(&self, id: &SurveyId) -> Result<Option<Survey>> {
-        let row = sqlx::query(&format!(
-            "SELECT {SURVEY_COLUMNS} FROM surveys WHERE id = ?"
-        ))
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(rows::survey).transpose()
-    }
-
-    async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>> {
-        let id: Option<String> =
-            sqlx::query_scalar("SELECT id FROM surveys WHERE tracking_key = ?")
-                .bind(tracking_key.as_str())
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(id.map(SurveyId::from_stored))
-    }
-
-    async fn wal_watermark(&self, instance: &str, consumer: WalConsumer) -> Result<u64> {
-        let lsn: Option<i64> = sqlx::query_scalar(
-            "SELECT lsn FROM wal_watermarks WHERE instance_id = ? AND consumer = ?",
-        )
-        .bind(instance)
-        .bind(consumer.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(lsn.unwrap_or(0).max(0) as u64)
     }
 
     async fn apply_session_stats(
@@ -456,229 +275,6 @@ impl Catalog for SqliteCatalog {
             .collect()
     }
 
-    async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>> {
-        let rows = sqlx::query(
-            "SELECT id, survey_id, reference, created_at FROM tombstones WHERE id > ? ORDER BY id",
-        )
-        .bind(after)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::tombstone).collect()
-    }
-    async fn start_scoring_run(
-        &self,
-        survey: &SurveyId,
-        force: bool,
-    ) -> Result<(ScoringRun, bool)> {
-        // The partial unique index admits one `running` row per survey. A start that loses the
-        // race inserts nothing and returns the winner; if that run ends in between, try again.
-        for _ in 0..10 {
-            let id = RunId::generate();
-            let now = now_millis();
-            let inserted = sqlx::query(
-                "INSERT OR IGNORE INTO scoring_runs
-                     (id, survey_id, force, status, created_at, started_at, updated_at)
-                 VALUES (?, ?, ?, 'running', ?, ?, ?)",
-            )
-            .bind(id.as_str())
-            .bind(survey.as_str())
-            .bind(force)
-            .bind(now)
-            .bind(now)
-            .bind(now)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-            if inserted == 1 {
-                let run = self
-                    .run_by_id(&id)
-                    .await?
-                    .ok_or_else(|| Error::Corrupt(format!("run {id} vanished")))?;
-                return Ok((run, true));
-            }
-            let active = sqlx::query(&format!(
-                "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE survey_id = ? AND status = 'running'"
-            ))
-            .bind(survey.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-            if let Some(row) = active {
-                return Ok((rows::scoring_run(&row)?, false));
-            }
-        }
-        Err(Error::Corrupt(
-            "could not start a run: the active run kept changing".to_owned(),
-        ))
-    }
-
-    async fn scoring_run(&self, survey: &SurveyId, id: &RunId) -> Result<Option<ScoringRun>> {
-        Ok(self
-            .run_by_id(id)
-            .await?
-            .filter(|run| &run.survey_id == survey))
-    }
-
-    async fn request_run_cancel(
-        &self,
-        survey: &SurveyId,
-        id: &RunId,
-        requested_by: &str,
-    ) -> Result<Option<ScoringRun>> {
-        let now = now_millis();
-        sqlx::query(
-            "UPDATE scoring_runs SET cancel_requested_at = ?, cancel_requested_by = ?,
-                                     updated_at = ?
-             WHERE id = ? AND survey_id = ? AND status = 'running'
-               AND cancel_requested_at IS NULL",
-        )
-        .bind(now)
-        .bind(requested_by)
-        .bind(now)
-        .bind(id.as_str())
-        .bind(survey.as_str())
-        .execute(&self.pool)
-        .await?;
-        self.scoring_run(survey, id).await
-    }
-
-    async fn claimable_scoring_runs(&self, owner: &str) -> Result<Vec<ScoringRun>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM scoring_runs
-             WHERE status = 'running'
-               AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)
-             ORDER BY created_at"
-        ))
-        .bind(owner)
-        .bind(now_millis())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::scoring_run).collect()
-    }
-
-    async fn claim_scoring_run(
-        &self,
-        id: &RunId,
-        owner: &str,
-        lease_ms: i64,
-    ) -> Result<Option<ScoringRun>> {
-        let now = now_millis();
-        let claimed = sqlx::query(
-            "UPDATE scoring_runs SET owner = ?, lease_until = ?
-             WHERE id = ? AND status = 'running'
-               AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)",
-        )
-        .bind(owner)
-        .bind(now.saturating_add(lease_ms))
-        .bind(id.as_str())
-        .bind(owner)
-        .bind(now)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        if claimed == 0 {
-            return Ok(None);
-        }
-        self.run_by_id(id).await
-    }
-
-    async fn report_run_progress(
-        &self,
-        id: &RunId,
-        owner: &str,
-        lease_ms: i64,
-        progress: &RunProgress,
-    ) -> Result<RunControl> {
-        let now = now_millis();
-        let cancel_requested: Option<Option<i64>> = sqlx::query_scalar(
-            "UPDATE scoring_runs SET total = ?, scored = ?, skipped = ?, failed = ?, failures = ?,
-                                     updated_at = ?, lease_until = ?
-             WHERE id = ? AND owner = ? AND status = 'running'
-             RETURNING cancel_requested_at",
-        )
-        .bind(to_i64(progress.total))
-        .bind(to_i64(progress.scored))
-        .bind(to_i64(progress.skipped))
-        .bind(to_i64(progress.failed))
-        .bind(rows::failures_json(&progress.failures)?)
-        .bind(now)
-        .bind(now.saturating_add(lease_ms))
-        .bind(id.as_str())
-        .bind(owner)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(match cancel_requested {
-            None => RunControl::LeaseLost,
-            Some(Some(_)) => RunControl::CancelRequested,
-            Some(None) => RunControl::Continue,
-        })
-    }
-
-    async fn finish_scoring_run(
-        &self,
-        id: &RunId,
-        owner: &str,
-        progress: &RunProgress,
-        outcome: &RunOutcome,
-    ) -> Result<bool> {
-        let now = now_millis();
-        let (status, error) = match outcome {
-            RunOutcome::Completed => (RunStatus::Completed, None),
-            RunOutcome::Failed { error } => (RunStatus::Failed, Some(error.as_str())),
-            RunOutcome::Canceled => (RunStatus::Canceled, None),
-        };
-        let canceled = matches!(outcome, RunOutcome::Canceled);
-        let finished = sqlx::query(
-            "UPDATE scoring_runs SET status = ?, total = ?, scored = ?, skipped = ?, failed = ?,
-                                     failures = ?, error = ?, updated_at = ?,
-                                     completed_at = CASE WHEN ? THEN NULL ELSE ? END,
-                                     canceled_at = CASE WHEN ? THEN ? ELSE NULL END,
-                                     canceled_by = CASE WHEN ? THEN cancel_requested_by
-                                                        ELSE NULL END,
-                                     owner = NULL, lease_until = NULL
-             WHERE id = ? AND owner = ? AND status = 'running'",
-        )
-        .bind(status.as_str())
-        .bind(to_i64(progress.total))
-        .bind(to_i64(progress.scored))
-        .bind(to_i64(progress.skipped))
-        .bind(to_i64(progress.failed))
-        .bind(rows::failures_json(&progress.failures)?)
-        .bind(error)
-        .bind(now)
-        .bind(canceled)
-        .bind(now)
-        .bind(canceled)
-        .bind(now)
-        .bind(canceled)
-        .bind(id.as_str())
-        .bind(owner)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        Ok(finished == 1)
-    }
-
-    async fn survey_sessions(&self, survey: &SurveyId) -> Result<Vec<SessionIdentity>> {
-        let rows = sqlx::query(
-            "SELECT identifier, reference, event_count FROM sessions s
-             WHERE survey_id = ?
-               AND NOT EXISTS (SELECT 1 FROM tombstones t
-                               WHERE t.survey_id = s.survey_id AND t.reference = s.reference)",
-        )
-        .bind(survey.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::session_identity).collect()
-    }
-
-    async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>> {
-        let rows = sqlx::query("SELECT reference, run_id FROM session_scores WHERE survey_id = ?")
-            .bind(survey.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(rows::scored_reference).collect()
-    }
-
     async fn record_scores(
         &self,
         survey: &SurveyId,
@@ -725,114 +321,6 @@ impl Catalog for SqliteCatalog {
         }
         tx.commit().await?;
         Ok(true)
-    }
-
-    async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool> {
-        let active: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM scoring_runs WHERE survey_id = ? AND status = 'running'",
-        )
-        .bind(survey.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(active.is_some())
-    }
-
-    async fn request_session_deletion(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-    ) -> Result<SessionDeletion> {
-        let now = now_millis();
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT OR IGNORE INTO tombstones (survey_id, reference, created_at) VALUES (?, ?, ?)",
-        )
-        .bind(survey.as_str())
-        .bind(reference)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO session_deletions
-                 (survey_id, reference, status, attempts, requested_at, updated_at, next_attempt_at)
-             VALUES (?, ?, 'pending', 0, ?, ?, ?)
-             ON CONFLICT (survey_id, reference) DO UPDATE SET
-                 status = 'pending', attempts = 0, error = NULL, completed_at = NULL,
-                 updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
-                 owner = NULL, lease_until = NULL
-             WHERE session_deletions.status = 'failed'",
-        )
-        .bind(survey.as_str())
-        .bind(reference)
-        .bind(now)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let row = sqlx::query(&format!(
-            "SELECT {DELETION_COLUMNS} FROM session_deletions WHERE survey_id = ? AND reference = ?"
-        ))
-        .bind(survey.as_str())
-        .bind(reference)
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        rows::deletion(&row)
-    }
-
-    async fn session_deletion(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-    ) -> Result<Option<SessionDeletion>> {
-        let row = sqlx::query(&format!(
-            "SELECT {DELETION_COLUMNS} FROM session_deletions WHERE survey_id = ? AND reference = ?"
-        ))
-        .bind(survey.as_str())
-        .bind(reference)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(rows::deletion).transpose()
-    }
-
-    async fn claimable_deletions(&self, owner: &str, now: i64) -> Result<Vec<SessionDeletion>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {DELETION_COLUMNS} FROM session_deletions
-             WHERE status = 'pending' AND next_attempt_at <= ?
-               AND (owner IS NULL OR owner = ? OR lease_until < ?)
-             ORDER BY requested_at"
-        ))
-        .bind(now)
-        .bind(owner)
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::deletion).collect()
-    }
-
-    async fn claim_deletion(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-        owner: &str,
-        lease_ms: i64,
-    ) -> Result<bool> {
-        let now = now_millis();
-        let claimed = sqlx::query(
-            "UPDATE session_deletions SET owner = ?, lease_until = ?
-             WHERE survey_id = ? AND reference = ? AND status = 'pending'
-               AND (owner IS NULL OR owner = ? OR lease_until < ?)",
-        )
-        .bind(owner)
-        .bind(now + lease_ms)
-        .bind(survey.as_str())
-        .bind(reference)
-        .bind(owner)
-        .bind(now)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        Ok(claimed == 1)
     }
 
     async fn set_back_deletion(
@@ -883,30 +371,6 @@ impl Catalog for SqliteCatalog {
         self.session_deletion(survey, reference).await
     }
 
-    async fn complete_deletion(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-        owner: &str,
-    ) -> Result<bool> {
-        let now = now_millis();
-        let completed = sqlx::query(
-            "UPDATE session_deletions SET
-                 status = 'completed', attempts = attempts + 1, error = NULL,
-                 completed_at = ?, updated_at = ?, owner = NULL, lease_until = NULL
-             WHERE survey_id = ? AND reference = ? AND status = 'pending' AND owner = ?",
-        )
-        .bind(now)
-        .bind(now)
-        .bind(survey.as_str())
-        .bind(reference)
-        .bind(owner)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        Ok(completed == 1)
-    }
-
     async fn reference_identifiers(
         &self,
         survey: &SurveyId,
@@ -920,61 +384,6 @@ impl Catalog for SqliteCatalog {
         .bind(reference)
         .fetch_all(&self.pool)
         .await?)
-    }
-
-    async fn tombstone_identifiers(&self, survey: &SurveyId, hashes: &[String]) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        insert_tombstoned_identifiers(&mut tx, survey, hashes, now_millis()).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn report_instance(&self, instance: &str, now: i64, purged_through: i64) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO instances (instance_id, seen_at, purged_through) VALUES (?, ?, ?)
-             ON CONFLICT (instance_id) DO UPDATE SET
-                 seen_at = excluded.seen_at,
-                 purged_through = max(instances.purged_through, excluded.purged_through)",
-        )
-        .bind(instance)
-        .bind(now)
-        .bind(purged_through)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn instances_yet_to_purge(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-        seen_since: i64,
-    ) -> Result<Vec<String>> {
-        let rows = sqlx::query(
-            "SELECT instance_id FROM instances
-             WHERE seen_at >= ? AND purged_through <
-                 (SELECT id FROM tombstones WHERE survey_id = ? AND reference = ?)
-             ORDER BY instance_id",
-        )
-        .bind(seen_since)
-        .bind(survey.as_str())
-        .bind(reference)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|row| Ok(row.try_get::<String, _>(0)?))
-            .collect()
-    }
-
-    async fn tombstoned_identifiers_after(&self, after: i64) -> Result<Vec<TombstonedIdentifier>> {
-        let rows = sqlx::query(
-            "SELECT id, survey_id, identifier_sha256 FROM tombstoned_identifiers
-             WHERE id > ? ORDER BY id",
-        )
-        .bind(after)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(rows::tombstoned_identifier).collect()
     }
 
     async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()> {
@@ -1036,24 +445,6 @@ impl Catalog for SqliteCatalog {
         Ok(CompactionClaim::HeldBy(holder.unwrap_or_default()))
     }
 
-    async fn release_compaction(
-        &self,
-        survey: &SurveyId,
-        partition: &str,
-        owner: &str,
-    ) -> Result<()> {
-        sqlx::query(
-            "UPDATE compaction_claims SET owner = NULL, lease_until = 0
-             WHERE survey_id = ? AND partition_date = ? AND owner = ?",
-        )
-        .bind(survey.as_str())
-        .bind(partition)
-        .bind(owner)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     async fn scrub(&self) -> Result<()> {
         // Frames of the SQLite write-ahead log still hold page images from before the
         // deletes; a TRUNCATE checkpoint copies the zeroed pages into the database file and
@@ -1080,7 +471,7 @@ impl Catalog for SqliteCatalog {
         let busy: i64 = row.try_get(0)?;
         Ok(busy == 0)
     }
-}
+});
 
 async fn insert_tombstoned_identifiers(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
@@ -1104,44 +495,19 @@ async fn insert_tombstoned_identifiers(
 
 /// [`Catalog::erase_session_rows`] on one connection, in one transaction.
 async fn erase_on(connection: &mut sqlx::SqliteConnection, erasure: &SessionErasure) -> Result<()> {
-    let now = now_millis();
     let mut tx = sqlx::Connection::begin(&mut *connection).await?;
-    let survey = erasure.survey_id.as_str();
-    sqlx::query(
-        "DELETE FROM sessions WHERE survey_id = ?
-           AND (reference = ? OR identifier IN (SELECT value FROM json_each(?)))",
-    )
-    .bind(survey)
-    .bind(&erasure.reference)
-    .bind(serde_json_array(&erasure.identifiers))
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("DELETE FROM session_scores WHERE survey_id = ? AND reference = ?")
-        .bind(survey)
-        .bind(&erasure.reference)
-        .execute(&mut *tx)
-        .await?;
-    insert_tombstoned_identifiers(&mut tx, &erasure.survey_id, &erasure.identifier_hashes, now)
-        .await?;
-    // A run's list of sessions it could not score names them by reference.
-    let runs = sqlx::query(
-        "SELECT id, failures FROM scoring_runs WHERE survey_id = ? AND failures <> '[]'",
-    )
-    .bind(survey)
-    .fetch_all(&mut *tx)
-    .await?;
-    for run in runs {
-        let (id, failures): (String, String) = (run.try_get(0)?, run.try_get(1)?);
-        if let Some(kept) = rows::failures_without(&failures, erasure)? {
-            sqlx::query("UPDATE scoring_runs SET failures = ? WHERE id = ?")
-                .bind(kept)
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
-    }
+    crate::shared::erase_session_rows_in!(tx, erasure);
     tx.commit().await?;
     Ok(())
+}
+
+/// `identifier IN` a list bound as parameter 3, for the shared SQL: a JSON array expanded with
+/// `json_each` (see [`bound_list`]).
+const IN_LIST_3: &str = "IN (SELECT value FROM json_each($3))";
+
+/// A list of strings as one bound parameter (see [`IN_LIST_3`]).
+fn bound_list(values: &[String]) -> String {
+    serde_json_array(values)
 }
 
 /// A JSON array of strings, bound as one parameter and expanded with `json_each`, so a list of

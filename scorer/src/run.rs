@@ -330,9 +330,15 @@ impl Scorer {
                     table = kind.as_str(),
                     "removing files of an attempt that did not record them"
                 );
-                table
+                let removed = table
                     .commit(lake::Change::Erase, &[], &unrecorded, None)
                     .await?;
+                if !matches!(removed, lake::Committed::Version(_)) {
+                    return Err(Stop::Failed(
+                        "the files of an earlier attempt changed while they were removed"
+                            .to_owned(),
+                    ));
+                }
             }
             let folder = tables::results_folder(kind, run.survey_id.as_str());
             let prefix = object_store::path::Path::from(folder.as_str());
@@ -455,6 +461,7 @@ impl Scorer {
         // files its successor removes (`remove_unpublished`); the other order would leave
         // scores lookup reports and the lake never gets.
         let mut committed = Vec::new();
+        let mut uncertain = None;
         let mut published = Ok(true);
         for (kind, file) in &files {
             match self
@@ -465,6 +472,9 @@ impl Scorer {
             {
                 Ok(_) => committed.push((*kind, file.path.clone())),
                 Err(error) => {
+                    // It may have landed all the same: the next attempt's `remove_unpublished`
+                    // looks at the table; the object stays until then.
+                    uncertain = Some(file.path.clone());
                     published = Err(Stop::from(error));
                     break;
                 }
@@ -479,7 +489,10 @@ impl Scorer {
         }
         if !matches!(published, Ok(true)) {
             // Not recorded: the files are not data. Take them back now rather than leave them
-            // to the next attempt.
+            // to the next attempt. An object goes only once no snapshot names it: a file whose
+            // removal from its table failed, or whose commit may have landed, is left to the
+            // next attempt's `remove_unpublished`.
+            let mut keep: HashSet<&str> = uncertain.iter().map(String::as_str).collect();
             for (kind, path) in &committed {
                 if let Err(error) = self
                     .lake
@@ -488,9 +501,13 @@ impl Scorer {
                     .await
                 {
                     tracing::warn!(path, %error, "could not remove an unrecorded file from its table");
+                    keep.insert(path);
                 }
             }
-            for (_, file) in &files {
+            for (_, file) in files
+                .iter()
+                .filter(|(_, file)| !keep.contains(file.path.as_str()))
+            {
                 if let Err(error) = self.lake.delete(&file.path).await {
                     tracing::warn!(path = file.path, %error, "could not remove an unpublished file");
                 }

@@ -156,9 +156,9 @@ pub(crate) async fn send_session(
 
 /// Rows per `session_id` in the lake's events, read with DuckDB.
 pub(crate) fn event_rows_by_session(server: &TestServer) -> BTreeMap<String, u64> {
+    // One copy of the lake for both the log and the files (a bucket is copied anew each time).
     let lake = server.lake_dir();
-    let live: Vec<String> = server
-        .live_files("events")
+    let live: Vec<String> = crate::harness::live_files_at(&lake, "events")
         .into_iter()
         .map(|(path, _)| format!("'{}/{path}'", lake.display()))
         .collect();
@@ -304,7 +304,7 @@ fn assert_lake_matches_snapshots(server: &TestServer) {
     on_disk.sort();
     let mut live: Vec<String> = ["events", "features", "scores"]
         .iter()
-        .flat_map(|table| server.live_files(table))
+        .flat_map(|table| crate::harness::live_files_at(&lake, table))
         .map(|(path, _)| path)
         .collect();
     live.sort();

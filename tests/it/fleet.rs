@@ -383,8 +383,7 @@ async fn three_instances_commit_to_one_lake_concurrently() {
     }
     let reader = &servers[0];
     let lake = reader.lake_dir();
-    let live: Vec<String> = reader
-        .live_files("events")
+    let live: Vec<String> = crate::harness::live_files_at(&lake, "events")
         .into_iter()
         .map(|(path, _)| format!("'{}/{path}'", lake.display()))
         .collect();

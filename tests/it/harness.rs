@@ -760,27 +760,7 @@ impl TestServer {
     /// their row counts, as Python's `deltalake` reads the table's log: paths from the lake's
     /// root, sorted.
     pub(crate) fn live_files(&self, table: &str) -> Vec<(String, u64)> {
-        let root = self.lake_dir().join(table);
-        let output = Command::new("python3")
-            .arg("-c")
-            .arg(PYTHON_DELTA_FILES)
-            .arg(&root)
-            .output()
-            .expect("run python3 (the lake tests need python3 with the deltalake module)");
-        assert!(
-            output.status.success(),
-            "reading the Delta log of {} failed: {}",
-            root.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let rows: Vec<(String, u64)> =
-            serde_json::from_slice(&output.stdout).expect("files as JSON");
-        let mut files: Vec<(String, u64)> = rows
-            .into_iter()
-            .map(|(path, rows)| (format!("{table}/{path}"), rows))
-            .collect();
-        files.sort();
-        files
+        live_files_at(&self.lake_dir(), table)
     }
 
     /// The glob of every events Parquet file in (a copy of) this server's lake.
@@ -815,6 +795,31 @@ for row in connection.execute(sys.argv[2]).fetchall():
     print("|".join("" if value is None else str(value) for value in row))
 connection.commit()
 "#;
+
+/// [`TestServer::live_files`] of a lake folder (or a copy of a bucket) already at hand, so that
+/// the files listed are the files of that copy.
+pub(crate) fn live_files_at(lake: &Path, table: &str) -> Vec<(String, u64)> {
+    let root = lake.join(table);
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(PYTHON_DELTA_FILES)
+        .arg(&root)
+        .output()
+        .expect("run python3 (the lake tests need python3 with the deltalake module)");
+    assert!(
+        output.status.success(),
+        "reading the Delta log of {} failed: {}",
+        root.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows: Vec<(String, u64)> = serde_json::from_slice(&output.stdout).expect("files as JSON");
+    let mut files: Vec<(String, u64)> = rows
+        .into_iter()
+        .map(|(path, rows)| (format!("{table}/{path}"), rows))
+        .collect();
+    files.sort();
+    files
+}
 
 const PYTHON_DELTA_FILES: &str = r#"
 import json, sys

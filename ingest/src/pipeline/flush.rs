@@ -148,7 +148,9 @@ impl Ingestor {
                 committed.push(file);
             }
         }
+        let mut commit_tried = false;
         if outcome.is_ok() && !already {
+            commit_tried = true;
             outcome = self
                 .inner
                 .lake
@@ -164,14 +166,35 @@ impl Ingestor {
                 .map_err(IngestError::from);
         }
         if let Err(error) = outcome {
-            // Uncommitted uploads are invisible to readers of the table, but not to a reader
-            // listing the folder: take them back now rather than at the next start.
-            for file in &committed {
-                if let Err(cleanup) = self.inner.lake.delete(&file.path).await {
-                    tracing::warn!(path = file.path, error = %cleanup, "could not remove an uncommitted file");
+            // Whether a failed commit landed is asked of the log before anything is taken back:
+            // its answer may have been lost after the commit file was written.
+            let landed = if commit_tried {
+                self.inner
+                    .lake
+                    .table(TableKind::Events)
+                    .app_version(&app_id)
+                    .await
+                    .map(|version| version.is_some_and(|v| v >= lsn_version(through_lsn)))
+            } else {
+                Ok(false)
+            };
+            match landed {
+                Ok(true) => {
+                    tracing::warn!(%error, through_lsn, "a flush's commit reported an error but landed");
                 }
+                Ok(false) => {
+                    // Uncommitted uploads are invisible to readers of the table, but not to a
+                    // reader listing the folder: take them back now rather than at the vacuum.
+                    for file in &committed {
+                        if let Err(cleanup) = self.inner.lake.delete(&file.path).await {
+                            tracing::warn!(path = file.path, error = %cleanup, "could not remove an uncommitted file");
+                        }
+                    }
+                    return Err(error);
+                }
+                // Unknown: left for the retry of this range (which asks again) and the vacuum.
+                Err(_) => return Err(error),
             }
-            return Err(error);
         }
         *self.inner.retry_through.lock() = None;
         let backlog = {
