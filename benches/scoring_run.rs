@@ -420,7 +420,11 @@ async fn main() -> anyhow::Result<()> {
         erased.as_secs_f64()
     );
     let compacting = Instant::now();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_telltale"))
+    // The same build as the server's (BENCH_TELLTALE_BIN for an A/B): a lake is written and
+    // compacted by one version.
+    let binary = std::env::var_os("BENCH_TELLTALE_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_telltale").into());
+    let output = std::process::Command::new(binary)
         .args(["compact", "--json", "--survey", &survey, "--data-dir"])
         .arg(data_dir.path())
         .output()?;

@@ -282,7 +282,12 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         owner: &str,
         scores: &[NewScore],
     ) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        // IMMEDIATE: the fence is read and the scores written under the write lock taken at
+        // the start. A deferred transaction that reads first fails with SQLITE_BUSY_SNAPSHOT
+        // (517, which the busy timeout does not wait out) when another writer commits between
+        // its read and its first write; seen here once the flushes stopped writing to the
+        // catalog and the statistics applier's commits came closer together.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         // The fence: only the run's current owner may publish, so a worker that stalled past
         // its lease cannot overwrite what its successor wrote.
         let owned: Option<i64> = sqlx::query_scalar(

@@ -445,3 +445,69 @@ async fn delta_readers_see_only_committed_rows_while_the_lake_is_compacted_and_e
         .collect();
     assert_eq!(plain, after, "DuckDB over the vacuumed folder");
 }
+
+/// `telltale sql --as-of` reads earlier snapshots of the Delta tables: a version of `events`, or
+/// a time; a compaction in between changes nothing an older snapshot reads (its inputs are kept
+/// for the retention), and nonsense is refused with a clear message.
+#[tokio::test]
+async fn telltale_sql_reads_earlier_snapshots_as_of_a_version_or_a_time() {
+    let server = TestServer::start_with(&[
+        "--api-rate-per-minute",
+        "100000",
+        "--compaction-interval-secs",
+        "0",
+    ])
+    .await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "as-of", "As of").await;
+    let count = |args: &[&str]| -> u64 {
+        let mut full = vec!["sql", "--format", "csv"];
+        full.extend_from_slice(args);
+        full.push("SELECT count(*) AS n FROM events");
+        let csv = server.cli_ok(&full);
+        csv.lines()
+            .nth(1)
+            .and_then(|line| line.trim().parse().ok())
+            .unwrap_or_else(|| panic!("a count: {csv}"))
+    };
+    let first: Vec<String> = (0..2).map(|_| new_uuid()).collect();
+    crate::deletion::prepare_lake(&server, &key, &survey, &first).await;
+    let first_rows = count(&[]);
+    assert!(first_rows > 0);
+    // The events table's newest version now, and a moment after it.
+    let log = server.lake_dir().join("events/_delta_log");
+    let newest = std::fs::read_dir(&log)
+        .expect("the log")
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            entry
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .expect("a commit");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let between = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+
+    let second: Vec<String> = (0..2).map(|_| new_uuid()).collect();
+    crate::deletion::prepare_lake(&server, &key, &survey, &second).await;
+    server.cli_json(&["compact", "--json"]);
+    let all_rows = count(&[]);
+    assert!(all_rows > first_rows, "{all_rows} > {first_rows}");
+
+    assert_eq!(count(&["--as-of", &newest.to_string()]), first_rows);
+    assert_eq!(count(&["--as-of", &between]), first_rows);
+    assert_eq!(count(&["--as-of", "0"]), 0, "version 0 is the empty table");
+
+    let refused = server.cli(&["sql", "--as-of", "yesterday", "SELECT 1"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("neither a version number nor an RFC 3339 time"),
+        "{stderr}"
+    );
+}
