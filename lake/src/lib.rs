@@ -71,10 +71,6 @@ impl Lake {
         }
     }
 
-    pub fn storage(&self) -> &Store {
-        &self.store
-    }
-
     /// The object store rooted at the lake's root (paths as `events/survey_id=...`).
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         self.store.store()
