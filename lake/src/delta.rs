@@ -106,6 +106,10 @@ pub struct Table {
     store: Store,
     log_store: LogStoreRef,
     state: Arc<tokio::sync::Mutex<DeltaTable>>,
+    /// Application transaction versions this process read from the log or committed itself,
+    /// so that a commit need not replay the log to find its writer's last version (one app id
+    /// has one writer: an instance). An entry is dropped when a commit's outcome is unknown.
+    app_versions: Arc<std::sync::Mutex<HashMap<String, i64>>>,
 }
 
 impl std::fmt::Debug for Table {
@@ -181,13 +185,25 @@ impl Table {
         let location = lake.table_url(kind.as_str())?;
         // The kernel reads a local table's folder before there is a log in it.
         lake.create_folder(kind.as_str()).await?;
+        // Looked for first: the kernel logs an error when it loads a table without a log.
+        let has_log = {
+            use futures::StreamExt;
+            let log = object_store::path::Path::from("_delta_log");
+            prefixed
+                .list(Some(&log))
+                .next()
+                .await
+                .transpose()?
+                .is_some()
+        };
         let log_store = default_logstore(prefixed, root, &location, &StorageConfig::default());
         let mut table = DeltaTable::new(Arc::clone(&log_store));
-        let exists = match table.load().await {
-            Ok(()) => true,
-            Err(DeltaTableError::NotATable(_)) => false,
-            Err(error) => return Err(error.into()),
-        };
+        let exists = has_log
+            && match table.load().await {
+                Ok(()) => true,
+                Err(DeltaTableError::NotATable(_)) => false,
+                Err(error) => return Err(error.into()),
+            };
         if !exists {
             let created = CreateBuilder::new()
                 .with_log_store(Arc::clone(&log_store))
@@ -217,6 +233,7 @@ impl Table {
             store: lake.clone(),
             log_store,
             state: Arc::new(tokio::sync::Mutex::new(table)),
+            app_versions: Arc::default(),
         })
     }
 
@@ -242,10 +259,32 @@ impl Table {
     pub async fn app_version(&self, app_id: &str) -> Result<Option<i64>, LakeError> {
         let mut table = self.state.lock().await;
         table.update_state().await?;
-        Ok(table
+        self.read_app_version(&table, app_id).await
+    }
+
+    /// `app_id`'s version in the loaded snapshot, read from the log (a replay of the log
+    /// segment since the last checkpoint) and remembered.
+    async fn read_app_version(
+        &self,
+        table: &DeltaTable,
+        app_id: &str,
+    ) -> Result<Option<i64>, LakeError> {
+        let version = table
             .snapshot()?
             .transaction_version(self.log_store.as_ref(), app_id)
-            .await?)
+            .await?;
+        let mut known = self.app_versions();
+        match version {
+            Some(version) => known.insert(app_id.to_owned(), version),
+            None => known.remove(app_id),
+        };
+        Ok(version)
+    }
+
+    fn app_versions(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.app_versions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The live files as of a version or a time (the newest version committed at or before
@@ -335,15 +374,17 @@ impl Table {
         let mut table = self.state.lock().await;
         for _ in 0..MAX_ATTEMPTS {
             table.update_state().await?;
-            let snapshot = table.snapshot()?;
             if let Some((app_id, version)) = txn {
-                let done = snapshot
-                    .transaction_version(self.log_store.as_ref(), app_id)
-                    .await?;
+                let known = self.app_versions().get(app_id).copied();
+                let done = match known {
+                    Some(done) => Some(done),
+                    None => self.read_app_version(&table, app_id).await?,
+                };
                 if done.is_some_and(|done| done >= version) {
                     return Ok(Committed::AlreadyApplied);
                 }
             }
+            let snapshot = table.snapshot()?;
             let mut live: HashMap<String, LiveFile> = HashMap::new();
             if !removed.is_empty() {
                 let wanted: HashSet<&str> = removed.iter().map(String::as_str).collect();
@@ -413,10 +454,14 @@ impl Table {
             match result {
                 Ok(finalized) => {
                     let version = finalized.version();
+                    if let Some((app_id, app_version)) = txn {
+                        self.app_versions().insert(app_id.to_owned(), app_version);
+                    }
+                    // The commit's own snapshot of the new version: no second read of the log.
+                    table.state = Some(finalized.snapshot);
                     self.store
                         .sync_delta_log(self.kind.as_str(), version)
                         .await?;
-                    table.update_state().await?;
                     if version % CHECKPOINT_INTERVAL == 0 {
                         self.checkpoint(&table, version).await?;
                     }
@@ -428,7 +473,13 @@ impl Table {
                 }) => {
                     tracing::debug!(table = self.kind.as_str(), %conflict, "delta commit raced");
                 }
-                Err(error) => return Err(error.into()),
+                Err(error) => {
+                    // It may have landed all the same: the next commit reads the log.
+                    if let Some((app_id, _)) = txn {
+                        self.app_versions().remove(app_id);
+                    }
+                    return Err(error.into());
+                }
             }
         }
         Err(LakeError::Contended(MAX_ATTEMPTS))
