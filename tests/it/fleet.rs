@@ -404,14 +404,9 @@ async fn three_instances_commit_to_one_lake_concurrently() {
     assert_eq!(found, expected, "every acknowledged event exactly once");
 
     // Each instance's flushes carry its own application transaction, and the commits of the
-    // three interleaved in one log.
-    let log = std::fs::read_dir(lake.join("events/_delta_log"))
-        .expect("the events log")
-        .filter_map(Result::ok)
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".json"))
-        .count();
-    let mut apps = std::collections::BTreeSet::new();
+    // three went into one log: at least two flush commits each (how many more depends on the
+    // machine's speed: 13-20 commits in all were seen).
+    let mut commits_per_app = std::collections::BTreeMap::<String, usize>::new();
     for entry in std::fs::read_dir(lake.join("events/_delta_log")).expect("the events log") {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|ext| ext == "json") {
@@ -419,18 +414,18 @@ async fn three_instances_commit_to_one_lake_concurrently() {
             for line in text.lines() {
                 let action: serde_json::Value = serde_json::from_str(line).expect("an action");
                 if let Some(app) = action["txn"]["appId"].as_str() {
-                    apps.insert(app.to_owned());
+                    *commits_per_app.entry(app.to_owned()).or_default() += 1;
                 }
             }
         }
     }
     assert_eq!(
-        apps.len(),
+        commits_per_app.len(),
         3,
-        "one application transaction per instance: {apps:?}"
+        "one application transaction per instance: {commits_per_app:?}"
     );
     assert!(
-        log >= 15,
-        "the instances committed several flushes each ({log} commits)"
+        commits_per_app.values().all(|commits| *commits >= 2),
+        "each instance committed several flushes: {commits_per_app:?}"
     );
 }
