@@ -1,0 +1,30 @@
+"""Telltale's integration API from a survey platform's server: provisioning, lookup of sessions
+by response UUID (any number, 100 per request), scoring runs started and polled to the end,
+session erasure and its status. Sync (`Client`) and async (`AsyncClient`), on httpx, with
+timeouts on every call and retries of transient failures only (429 after its `Retry-After`,
+5xx, connection errors)."""
+
+from .client import LOOKUP_CHUNK, AsyncClient, Client, RetryPolicy, TelltaleError, WaitTimeout
+from .models import (
+    IntegrationContext,
+    ProvisionedSurvey,
+    ScoringFailure,
+    ScoringRun,
+    SessionDeletion,
+    SessionRow,
+)
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "IntegrationContext",
+    "LOOKUP_CHUNK",
+    "ProvisionedSurvey",
+    "RetryPolicy",
+    "ScoringFailure",
+    "ScoringRun",
+    "SessionDeletion",
+    "SessionRow",
+    "TelltaleError",
+    "WaitTimeout",
+]

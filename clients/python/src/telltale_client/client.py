@@ -1,0 +1,388 @@
+"""The sync and async clients. Both share one policy (`_Calls`): what to send, what an answer
+means, what to retry and how long to wait; only the waiting and the transport differ."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from urllib.parse import quote
+
+import httpx
+
+from .models import (
+    IntegrationContext,
+    ProvisionedSurvey,
+    ScoringRun,
+    SessionDeletion,
+    SessionRow,
+    rows,
+)
+
+#: References per lookup request (the API's limit).
+LOOKUP_CHUNK = 100
+
+_HEX24 = re.compile(r"^[a-fA-F0-9]{24}$")
+
+
+class TelltaleError(Exception):
+    """An answer that is not a success: `status` and the service's `error` message. Raised at once
+    for 4xx other than 429 (a bug on one side: retrying cannot help), and for 429, 5xx and
+    connection failures once the retry budget is spent."""
+
+    def __init__(self, status: Optional[int], message: str):
+        super().__init__(f"{status}: {message}" if status is not None else message)
+        self.status = status
+        self.message = message
+
+
+class WaitTimeout(TelltaleError):
+    """A run or a deletion still unfinished when the caller's deadline passed."""
+
+    def __init__(self, message: str):
+        super().__init__(None, message)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """What is retried and for how long.
+
+    - 429: waits the `Retry-After` the service sends (at most `max_retry_after` seconds each
+      time), for at most `rate_limited_patience` seconds in all; a rate-limited request does not
+      spend `max_attempts`.
+    - 5xx, timeouts and connection errors: up to `max_attempts` tries in all, waiting
+      `backoff * 2**n` seconds (at most `max_backoff`, with jitter) in between.
+    Every request of this API is safe to repeat (the writes are idempotent).
+    """
+
+    max_attempts: int = 5
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    max_retry_after: float = 60.0
+    rate_limited_patience: float = 300.0
+
+
+def _check_survey_id(survey_id: str) -> str:
+    if not _HEX24.match(survey_id):
+        raise ValueError(f"{survey_id!r} is not a survey id (24 hex characters)")
+    return survey_id
+
+
+def _check_reference(reference: str) -> str:
+    try:
+        uuid.UUID(reference)
+    except (ValueError, AttributeError, TypeError):
+        raise ValueError(f"{reference!r} is not a UUID") from None
+    return reference
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            return body["error"]
+    except ValueError:
+        pass
+    return response.text[:200] or response.reason_phrase
+
+
+class _Calls:
+    """What the two clients share: requests, the meaning of answers, the retry decisions."""
+
+    def __init__(self, policy: RetryPolicy, sleep_jitter: Callable[[], float] = random.random):
+        self.policy = policy
+        self.jitter = sleep_jitter
+
+    def retry_wait(
+        self, outcome: "httpx.Response | Exception", attempt: int, rate_limited_for: float
+    ) -> Optional[float]:
+        """How long to wait before the next try, or None to give up (the caller raises)."""
+        policy = self.policy
+        if isinstance(outcome, httpx.Response) and outcome.status_code == 429:
+            try:
+                wait = float(outcome.headers.get("Retry-After", "1"))
+            except ValueError:
+                wait = 1.0
+            wait = min(max(wait, 0.0), policy.max_retry_after)
+            if rate_limited_for + wait > policy.rate_limited_patience:
+                return None
+            return wait
+        if attempt >= policy.max_attempts:
+            return None
+        if isinstance(outcome, httpx.Response) and outcome.status_code < 500:
+            return None
+        base = min(policy.backoff * 2 ** (attempt - 1), policy.max_backoff)
+        return base * (0.5 + self.jitter() / 2)
+
+    @staticmethod
+    def result(response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            raise TelltaleError(response.status_code, _error_message(response))
+        try:
+            return response.json()["data"]
+        except (ValueError, KeyError, TypeError):
+            raise TelltaleError(response.status_code, "the answer is not a {\"data\": ...} envelope") from None
+
+    @staticmethod
+    def failed(outcome: "httpx.Response | Exception") -> TelltaleError:
+        if isinstance(outcome, httpx.Response):
+            return TelltaleError(outcome.status_code, _error_message(outcome))
+        return TelltaleError(None, f"{type(outcome).__name__}: {outcome}")
+
+    @staticmethod
+    def chunks(references: Sequence[str]) -> List[List[str]]:
+        checked = [_check_reference(reference) for reference in references]
+        return [checked[i : i + LOOKUP_CHUNK] for i in range(0, len(checked), LOOKUP_CHUNK)]
+
+
+def _headers(key: str) -> dict:
+    if not key.startswith("tt_"):
+        raise ValueError("an integration key starts with tt_")
+    return {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+
+
+def _paths(survey_id: str) -> str:
+    return f"/integrations/v1/surveys/{_check_survey_id(survey_id)}"
+
+
+class Client:
+    """Telltale's integration API, for a survey platform's server (the key is a secret: never
+    ship it to a browser). Thread-safe; close it (or use `with`) to release its connections.
+
+    Every call has a timeout (`timeout` seconds, connect and read) and retries only what is
+    transient (see `RetryPolicy`)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        timeout: float = 10.0,
+        retry: RetryPolicy = RetryPolicy(),
+        transport: Optional[httpx.BaseTransport] = None,
+        event_hooks: Optional[dict] = None,
+    ):
+        self._calls = _Calls(retry)
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=_headers(key),
+            timeout=timeout,
+            transport=transport,
+            event_hooks=event_hooks or {},
+        )
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        attempt, rate_limited_for = 0, 0.0
+        while True:
+            attempt += 1
+            outcome: "httpx.Response | Exception"
+            try:
+                outcome = self._http.request(method, path, json=body)
+                if outcome.status_code < 400:
+                    return self._calls.result(outcome)
+            except (httpx.TimeoutException, httpx.TransportError) as error:
+                outcome = error
+            wait = self._calls.retry_wait(outcome, attempt, rate_limited_for)
+            if wait is None:
+                raise self._calls.failed(outcome)
+            if isinstance(outcome, httpx.Response) and outcome.status_code == 429:
+                rate_limited_for += wait
+                attempt -= 1
+            time.sleep(wait)
+
+    def context(self) -> IntegrationContext:
+        """The key's organization, prefix, label and scopes (the check that a key works)."""
+        return IntegrationContext.from_json(self._call("GET", "/integrations/v1/context"))
+
+    def provision_survey(self, external_survey_id: str, name: str) -> ProvisionedSurvey:
+        """Creates the survey for your own id, or renames it: the same id gives the same survey."""
+        if not 1 <= len(external_survey_id) <= 200:
+            raise ValueError("an external survey id has 1 to 200 characters")
+        path = "/integrations/v1/surveys/" + quote(external_survey_id, safe="")
+        return ProvisionedSurvey.from_json(self._call("PUT", path, {"name": name}))
+
+    def lookup(self, survey_id: str, references: Iterable[str]) -> List[SessionRow]:
+        """One row per reference, in order, however many (sent 100 per request)."""
+        found: List[SessionRow] = []
+        for chunk in self._calls.chunks(list(references)):
+            data = self._call("POST", _paths(survey_id) + "/sessions/lookup", {"externalReferences": chunk})
+            found.extend(rows(data))
+        return found
+
+    def start_scoring_run(self, survey_id: str, *, force: bool = False) -> ScoringRun:
+        """Starts a run, or returns the survey's active one; returns at once."""
+        data = self._call("POST", _paths(survey_id) + "/scoring-runs", {"force": force})
+        return ScoringRun.from_json(data)
+
+    def scoring_run(self, survey_id: str, run_id: str) -> ScoringRun:
+        path = f"{_paths(survey_id)}/scoring-runs/{_check_survey_id(run_id)}"
+        return ScoringRun.from_json(self._call("GET", path))
+
+    def score_and_wait(
+        self, survey_id: str, *, force: bool = False, poll_interval: float = 1.0, timeout: float = 600.0
+    ) -> ScoringRun:
+        """Starts a run and polls it every `poll_interval` seconds until it is no longer running;
+        raises `WaitTimeout` after `timeout` seconds. A failed run is returned, not raised: its
+        `error` and `failures` say why."""
+        run = self.start_scoring_run(survey_id, force=force)
+        deadline = time.monotonic() + timeout
+        while not run.finished:
+            if time.monotonic() + poll_interval > deadline:
+                raise WaitTimeout(f"scoring run {run.id} still running after {timeout} s")
+            time.sleep(poll_interval)
+            run = self.scoring_run(survey_id, run.id)
+        return run
+
+    def request_deletion(self, survey_id: str, reference: str) -> SessionDeletion:
+        """Asks for a session's erasure (idempotent); it is `pending` until done."""
+        path = f"{_paths(survey_id)}/sessions/by-reference/{_check_reference(reference)}"
+        return SessionDeletion.from_json(self._call("DELETE", path))
+
+    def deletion(self, survey_id: str, reference: str) -> SessionDeletion:
+        path = f"{_paths(survey_id)}/session-deletions/{_check_reference(reference)}"
+        return SessionDeletion.from_json(self._call("GET", path))
+
+    def delete_and_wait(
+        self, survey_id: str, reference: str, *, poll_interval: float = 0.5, timeout: float = 300.0
+    ) -> SessionDeletion:
+        """Requests the erasure and polls it until it is no longer pending."""
+        deletion = self.request_deletion(survey_id, reference)
+        deadline = time.monotonic() + timeout
+        while not deletion.finished:
+            if time.monotonic() + poll_interval > deadline:
+                raise WaitTimeout(f"deletion of {reference} still pending after {timeout} s")
+            time.sleep(poll_interval)
+            deletion = self.deletion(survey_id, reference)
+        return deletion
+
+
+class AsyncClient:
+    """`Client`'s async twin (asyncio), with the same methods as coroutines."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        timeout: float = 10.0,
+        retry: RetryPolicy = RetryPolicy(),
+        transport: Optional[httpx.AsyncBaseTransport] = None,
+        event_hooks: Optional[dict] = None,
+    ):
+        self._calls = _Calls(retry)
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers=_headers(key),
+            timeout=timeout,
+            transport=transport,
+            event_hooks=event_hooks or {},
+        )
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, body: Any = None) -> Any:
+        attempt, rate_limited_for = 0, 0.0
+        while True:
+            attempt += 1
+            outcome: "httpx.Response | Exception"
+            try:
+                outcome = await self._http.request(method, path, json=body)
+                if outcome.status_code < 400:
+                    return self._calls.result(outcome)
+            except (httpx.TimeoutException, httpx.TransportError) as error:
+                outcome = error
+            wait = self._calls.retry_wait(outcome, attempt, rate_limited_for)
+            if wait is None:
+                raise self._calls.failed(outcome)
+            if isinstance(outcome, httpx.Response) and outcome.status_code == 429:
+                rate_limited_for += wait
+                attempt -= 1
+            await asyncio.sleep(wait)
+
+    async def context(self) -> IntegrationContext:
+        return IntegrationContext.from_json(await self._call("GET", "/integrations/v1/context"))
+
+    async def provision_survey(self, external_survey_id: str, name: str) -> ProvisionedSurvey:
+        if not 1 <= len(external_survey_id) <= 200:
+            raise ValueError("an external survey id has 1 to 200 characters")
+        path = "/integrations/v1/surveys/" + quote(external_survey_id, safe="")
+        return ProvisionedSurvey.from_json(await self._call("PUT", path, {"name": name}))
+
+    async def lookup(self, survey_id: str, references: Iterable[str]) -> List[SessionRow]:
+        found: List[SessionRow] = []
+        for chunk in self._calls.chunks(list(references)):
+            data = await self._call(
+                "POST", _paths(survey_id) + "/sessions/lookup", {"externalReferences": chunk}
+            )
+            found.extend(rows(data))
+        return found
+
+    async def start_scoring_run(self, survey_id: str, *, force: bool = False) -> ScoringRun:
+        data = await self._call("POST", _paths(survey_id) + "/scoring-runs", {"force": force})
+        return ScoringRun.from_json(data)
+
+    async def scoring_run(self, survey_id: str, run_id: str) -> ScoringRun:
+        path = f"{_paths(survey_id)}/scoring-runs/{_check_survey_id(run_id)}"
+        return ScoringRun.from_json(await self._call("GET", path))
+
+    async def score_and_wait(
+        self, survey_id: str, *, force: bool = False, poll_interval: float = 1.0, timeout: float = 600.0
+    ) -> ScoringRun:
+        run = await self.start_scoring_run(survey_id, force=force)
+        deadline = time.monotonic() + timeout
+        while not run.finished:
+            if time.monotonic() + poll_interval > deadline:
+                raise WaitTimeout(f"scoring run {run.id} still running after {timeout} s")
+            await asyncio.sleep(poll_interval)
+            run = await self.scoring_run(survey_id, run.id)
+        return run
+
+    async def request_deletion(self, survey_id: str, reference: str) -> SessionDeletion:
+        path = f"{_paths(survey_id)}/sessions/by-reference/{_check_reference(reference)}"
+        return SessionDeletion.from_json(await self._call("DELETE", path))
+
+    async def deletion(self, survey_id: str, reference: str) -> SessionDeletion:
+        path = f"{_paths(survey_id)}/session-deletions/{_check_reference(reference)}"
+        return SessionDeletion.from_json(await self._call("GET", path))
+
+    async def delete_and_wait(
+        self, survey_id: str, reference: str, *, poll_interval: float = 0.5, timeout: float = 300.0
+    ) -> SessionDeletion:
+        deletion = await self.request_deletion(survey_id, reference)
+        deadline = time.monotonic() + timeout
+        while not deletion.finished:
+            if time.monotonic() + poll_interval > deadline:
+                raise WaitTimeout(f"deletion of {reference} still pending after {timeout} s")
+            await asyncio.sleep(poll_interval)
+            deletion = await self.deletion(survey_id, reference)
+        return deletion
+
+
+__all__: Tuple[str, ...] = (
+    "AsyncClient",
+    "Client",
+    "LOOKUP_CHUNK",
+    "RetryPolicy",
+    "TelltaleError",
+    "WaitTimeout",
+)

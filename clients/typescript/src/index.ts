@@ -1,0 +1,264 @@
+// Telltale's integration API for a survey platform's server (Node 18+, or any runtime with
+// `fetch`). The integration key is a secret: never ship this client to a browser.
+//
+// Types come from the service's OpenAPI document (`npm run generate` writes `src/schema.ts` from
+// `openapi.json`, which the tests compare with what the real binary serves). Behaviour matches
+// the Python client (`clients/python`): lookup of any number of references, 100 per request;
+// runs and deletions waited for with bounded polling; retries of transient failures only (429
+// after its `Retry-After`, 5xx, timeouts, connection errors); a timeout on every call.
+
+import type { components } from "./schema.js";
+
+type Schemas = components["schemas"];
+export type IntegrationContext = Schemas["IntegrationContext"];
+export type ProvisionedSurvey = Schemas["ProvisionResult"];
+export type SessionRow = Schemas["LookupRow"];
+export type ScoringRun = Schemas["ScoringRunView"];
+export type ScoringFailure = Schemas["ScoringFailureView"];
+export type SessionDeletion = Schemas["SessionDeletionView"];
+
+/** References per lookup request (the API's limit). */
+export const LOOKUP_CHUNK = 100;
+
+/** What is retried and for how long (see the module comment). */
+export interface RetryPolicy {
+  /** Tries in all for 5xx, timeouts and connection errors (default 5). */
+  maxAttempts: number;
+  /** First back-off in ms, doubled per try up to `maxBackoffMs`, with jitter (default 500). */
+  backoffMs: number;
+  maxBackoffMs: number;
+  /** Longest `Retry-After` honoured at once, in ms (default 60 000). */
+  maxRetryAfterMs: number;
+  /** Total time a call may spend waiting out 429s, in ms (default 300 000); 429s spend no attempts. */
+  rateLimitedPatienceMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = {
+  maxAttempts: 5,
+  backoffMs: 500,
+  maxBackoffMs: 8_000,
+  maxRetryAfterMs: 60_000,
+  rateLimitedPatienceMs: 300_000,
+};
+
+export interface ClientOptions {
+  /** Per-request timeout in ms (default 10 000). */
+  timeoutMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** Called with each response's status (counting, logging). */
+  onResponse?: (status: number, method: string, path: string) => void;
+  fetch?: typeof fetch;
+}
+
+/** A call that did not succeed: `status` (undefined for a connection failure) and the message. */
+export class TelltaleError extends Error {
+  constructor(
+    readonly status: number | undefined,
+    message: string,
+  ) {
+    super(status === undefined ? message : `${status}: ${message}`);
+    this.name = "TelltaleError";
+  }
+}
+
+/** A run or deletion still unfinished at the caller's deadline. */
+export class WaitTimeout extends TelltaleError {
+  constructor(message: string) {
+    super(undefined, message);
+    this.name = "WaitTimeout";
+  }
+}
+
+const HEX24 = /^[a-fA-F0-9]{24}$/;
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+function surveyPath(surveyId: string): string {
+  if (!HEX24.test(surveyId)) throw new TypeError(`${JSON.stringify(surveyId)} is not a survey id (24 hex characters)`);
+  return `/integrations/v1/surveys/${surveyId}`;
+}
+
+function checkReference(reference: string): string {
+  if (!UUID.test(reference)) throw new TypeError(`${JSON.stringify(reference)} is not a UUID`);
+  return reference;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * How long to wait before trying again, or undefined to give up. `status` is undefined for a
+ * timeout or connection failure.
+ */
+export function retryWait(
+  policy: RetryPolicy,
+  status: number | undefined,
+  retryAfter: string | null,
+  attempt: number,
+  rateLimitedForMs: number,
+  jitter: () => number = Math.random,
+): number | undefined {
+  if (status === 429) {
+    const seconds = Number(retryAfter ?? "1");
+    const wait = Math.min(Math.max(Number.isFinite(seconds) ? seconds * 1000 : 1000, 0), policy.maxRetryAfterMs);
+    return rateLimitedForMs + wait > policy.rateLimitedPatienceMs ? undefined : wait;
+  }
+  if (attempt >= policy.maxAttempts) return undefined;
+  if (status !== undefined && status < 500) return undefined;
+  const base = Math.min(policy.backoffMs * 2 ** (attempt - 1), policy.maxBackoffMs);
+  return base * (0.5 + jitter() / 2);
+}
+
+export class TelltaleClient {
+  private readonly base: string;
+  private readonly policy: RetryPolicy;
+  private readonly timeoutMs: number;
+  private readonly fetch: typeof fetch;
+
+  constructor(
+    baseUrl: string,
+    private readonly key: string,
+    private readonly options: ClientOptions = {},
+  ) {
+    if (!key.startsWith("tt_")) throw new TypeError("an integration key starts with tt_");
+    this.base = baseUrl.replace(/\/+$/, "");
+    this.policy = { ...DEFAULT_RETRY, ...options.retry };
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.fetch = options.fetch ?? globalThis.fetch;
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let attempt = 0;
+    let rateLimitedFor = 0;
+    for (;;) {
+      attempt += 1;
+      let status: number | undefined;
+      let retryAfter: string | null = null;
+      let failure: string;
+      try {
+        const response = await this.fetch(this.base + path, {
+          method,
+          headers: {
+            Authorization: `Bearer ${this.key}`,
+            Accept: "application/json",
+            ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+          },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+        status = response.status;
+        this.options.onResponse?.(status, method, path);
+        const text = await response.text();
+        if (status < 400) {
+          try {
+            return (JSON.parse(text) as { data: T }).data;
+          } catch {
+            throw new TelltaleError(status, "the answer is not a {\"data\": ...} envelope");
+          }
+        }
+        retryAfter = response.headers.get("Retry-After");
+        failure = errorMessage(text) ?? response.statusText;
+      } catch (error) {
+        if (error instanceof TelltaleError) throw error;
+        status = undefined;
+        failure = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      }
+      const wait = retryWait(this.policy, status, retryAfter, attempt, rateLimitedFor);
+      if (wait === undefined) throw new TelltaleError(status, failure);
+      if (status === 429) {
+        rateLimitedFor += wait;
+        attempt -= 1;
+      }
+      await sleep(wait);
+    }
+  }
+
+  /** The key's organization, prefix, label and scopes (the check that a key works). */
+  context(): Promise<IntegrationContext> {
+    return this.call("GET", "/integrations/v1/context");
+  }
+
+  /** Creates the survey for your own id, or renames it: the same id gives the same survey. */
+  provisionSurvey(externalSurveyId: string, name: string): Promise<ProvisionedSurvey> {
+    if (externalSurveyId.length < 1 || externalSurveyId.length > 200) {
+      throw new TypeError("an external survey id has 1 to 200 characters");
+    }
+    return this.call("PUT", `/integrations/v1/surveys/${encodeURIComponent(externalSurveyId)}`, { name });
+  }
+
+  /** One row per reference, in order, however many (sent 100 per request). */
+  async lookup(surveyId: string, references: readonly string[]): Promise<SessionRow[]> {
+    const path = `${surveyPath(surveyId)}/sessions/lookup`;
+    references.forEach(checkReference);
+    const rows: SessionRow[] = [];
+    for (let start = 0; start < references.length; start += LOOKUP_CHUNK) {
+      const chunk = references.slice(start, start + LOOKUP_CHUNK);
+      rows.push(...(await this.call<SessionRow[]>("POST", path, { externalReferences: chunk })));
+    }
+    return rows;
+  }
+
+  /** Starts a run, or returns the survey's active one; returns at once. */
+  startScoringRun(surveyId: string, force = false): Promise<ScoringRun> {
+    return this.call("POST", `${surveyPath(surveyId)}/scoring-runs`, { force });
+  }
+
+  scoringRun(surveyId: string, runId: string): Promise<ScoringRun> {
+    if (!HEX24.test(runId)) throw new TypeError(`${JSON.stringify(runId)} is not a run id`);
+    return this.call("GET", `${surveyPath(surveyId)}/scoring-runs/${runId}`);
+  }
+
+  /**
+   * Starts a run and polls it every `pollIntervalMs` until it is no longer running; rejects with
+   * `WaitTimeout` after `timeoutMs`. A failed run is returned (its `error` and `failures` say why).
+   */
+  async scoreAndWait(
+    surveyId: string,
+    { force = false, pollIntervalMs = 1_000, timeoutMs = 600_000 } = {},
+  ): Promise<ScoringRun> {
+    let run = await this.startScoringRun(surveyId, force);
+    const deadline = Date.now() + timeoutMs;
+    while (run.status === "running") {
+      if (Date.now() + pollIntervalMs > deadline) {
+        throw new WaitTimeout(`scoring run ${run.id} still running after ${timeoutMs} ms`);
+      }
+      await sleep(pollIntervalMs);
+      run = await this.scoringRun(surveyId, run.id);
+    }
+    return run;
+  }
+
+  /** Asks for a session's erasure (idempotent); it is `pending` until done. */
+  requestDeletion(surveyId: string, reference: string): Promise<SessionDeletion> {
+    return this.call("DELETE", `${surveyPath(surveyId)}/sessions/by-reference/${checkReference(reference)}`);
+  }
+
+  deletion(surveyId: string, reference: string): Promise<SessionDeletion> {
+    return this.call("GET", `${surveyPath(surveyId)}/session-deletions/${checkReference(reference)}`);
+  }
+
+  /** Requests the erasure and polls it until it is no longer pending. */
+  async deleteAndWait(
+    surveyId: string,
+    reference: string,
+    { pollIntervalMs = 500, timeoutMs = 300_000 } = {},
+  ): Promise<SessionDeletion> {
+    let deletion = await this.requestDeletion(surveyId, reference);
+    const deadline = Date.now() + timeoutMs;
+    while (deletion.status === "pending") {
+      if (Date.now() + pollIntervalMs > deadline) {
+        throw new WaitTimeout(`deletion of ${reference} still pending after ${timeoutMs} ms`);
+      }
+      await sleep(pollIntervalMs);
+      deletion = await this.deletion(surveyId, reference);
+    }
+    return deletion;
+  }
+}
+
+function errorMessage(text: string): string | undefined {
+  try {
+    const body = JSON.parse(text) as { error?: unknown };
+    return typeof body.error === "string" ? body.error : undefined;
+  } catch {
+    return text ? text.slice(0, 200) : undefined;
+  }
+}
