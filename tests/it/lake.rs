@@ -278,16 +278,32 @@ def counts(values):
     for value in values:
         out[value] = out.get(value, 0) + 1
     return out
+def vanished(reader, error):
+    # An erasure deletes the files it replaced at once: a snapshot loaded just before it can
+    # name a file that is gone. The reader loads the table again (docs/lake.md).
+    text = str(error)
+    if "No such file" not in text and "not found" not in text:
+        raise error
+    print(json.dumps({"reader": reader, "vanished": True}), flush=True)
 while not os.path.exists(stop):
-    table = deltalake.DeltaTable(events, storage_options=options)
-    sessions = table.to_pyarrow_table(columns=["session_id"]).column("session_id")
-    sessions = pc.cast(sessions, "string").to_pylist()
-    print(json.dumps({"reader": "deltalake", "version": table.version(), "events": counts(sessions)}), flush=True)
-    frame = polars.read_delta(events, storage_options=options, columns=["session_id"])
-    sessions = frame.get_column("session_id").cast(polars.Utf8).to_list()
-    print(json.dumps({"reader": "polars", "events": counts(sessions)}), flush=True)
-    references = deltalake.DeltaTable(scores, storage_options=options).to_pyarrow_table(columns=["reference"]).column("reference").to_pylist()
-    print(json.dumps({"reader": "deltalake-scores", "scores": sorted(references)}), flush=True)
+    try:
+        table = deltalake.DeltaTable(events, storage_options=options)
+        sessions = table.to_pyarrow_table(columns=["session_id"]).column("session_id")
+        sessions = pc.cast(sessions, "string").to_pylist()
+        print(json.dumps({"reader": "deltalake", "version": table.version(), "events": counts(sessions)}), flush=True)
+    except Exception as error:
+        vanished("deltalake", error)
+    try:
+        frame = polars.read_delta(events, storage_options=options, columns=["session_id"])
+        sessions = frame.get_column("session_id").cast(polars.Utf8).to_list()
+        print(json.dumps({"reader": "polars", "events": counts(sessions)}), flush=True)
+    except Exception as error:
+        vanished("polars", error)
+    try:
+        references = deltalake.DeltaTable(scores, storage_options=options).to_pyarrow_table(columns=["reference"]).column("reference").to_pylist()
+        print(json.dumps({"reader": "deltalake-scores", "scores": sorted(references)}), flush=True)
+    except Exception as error:
+        vanished("deltalake-scores", error)
     time.sleep(0.02)
 "#;
 
@@ -386,9 +402,16 @@ async fn delta_readers_see_only_committed_rows_while_the_lake_is_compacted_and_e
     observed.extend(lines.try_iter());
 
     let mut seen = std::collections::BTreeMap::<String, (u32, u32)>::new();
+    let mut vanished = std::collections::BTreeMap::<String, u32>::new();
     for line in &observed {
         let observation: Value = serde_json::from_str(line).expect("a JSON line");
         let reader = observation["reader"].as_str().expect("reader").to_owned();
+        if observation["vanished"] == true {
+            // A snapshot loaded just before the erasure named a file it deleted; the reader
+            // loaded the table again. Rows it never returned cannot be wrong ones.
+            *vanished.entry(reader).or_default() += 1;
+            continue;
+        }
         let entry = seen.entry(reader.clone()).or_default();
         if let Some(events) = observation["events"].as_object() {
             let counts: std::collections::BTreeMap<String, u64> = events
@@ -424,7 +447,8 @@ async fn delta_readers_see_only_committed_rows_while_the_lake_is_compacted_and_e
         let (old, new) = seen.get(reader).copied().unwrap_or_default();
         assert!(
             old >= 1 && new >= 1,
-            "{reader} read {old} snapshots before the erasure and {new} after: {seen:?}"
+            "{reader} read {old} snapshots before the erasure and {new} after: {seen:?} \
+             (reloads after an erased file vanished: {vanished:?})"
         );
     }
 
