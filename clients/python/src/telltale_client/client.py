@@ -139,6 +139,27 @@ class _Calls:
         return [checked[i : i + LOOKUP_CHUNK] for i in range(0, len(checked), LOOKUP_CHUNK)]
 
 
+class _Attempts:
+    """One call's tries: counts them (a 429 spends no attempt, only rate-limited patience) and
+    says how long to wait after a failed one, or raises when the budget is spent."""
+
+    def __init__(self, calls: _Calls):
+        self.calls = calls
+        self.attempt = 0
+        self.rate_limited_for = 0.0
+
+    def wait_after(self, outcome: "httpx.Response | Exception") -> float:
+        rate_limited = isinstance(outcome, httpx.Response) and outcome.status_code == 429
+        if not rate_limited:
+            self.attempt += 1
+        wait = self.calls.retry_wait(outcome, max(self.attempt, 1), self.rate_limited_for)
+        if wait is None:
+            raise self.calls.failed(outcome)
+        if rate_limited:
+            self.rate_limited_for += wait
+        return wait
+
+
 def _headers(key: str) -> dict:
     if not key.startswith("tt_"):
         raise ValueError("an integration key starts with tt_")
@@ -185,9 +206,8 @@ class Client:
         self._http.close()
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        attempt, rate_limited_for = 0, 0.0
+        attempts = _Attempts(self._calls)
         while True:
-            attempt += 1
             outcome: "httpx.Response | Exception"
             try:
                 outcome = self._http.request(method, path, json=body)
@@ -195,13 +215,7 @@ class Client:
                     return self._calls.result(outcome)
             except (httpx.TimeoutException, httpx.TransportError) as error:
                 outcome = error
-            wait = self._calls.retry_wait(outcome, attempt, rate_limited_for)
-            if wait is None:
-                raise self._calls.failed(outcome)
-            if isinstance(outcome, httpx.Response) and outcome.status_code == 429:
-                rate_limited_for += wait
-                attempt -= 1
-            time.sleep(wait)
+            time.sleep(attempts.wait_after(outcome))
 
     def context(self) -> IntegrationContext:
         """The key's organization, prefix, label and scopes (the check that a key works)."""
@@ -301,9 +315,8 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _call(self, method: str, path: str, body: Any = None) -> Any:
-        attempt, rate_limited_for = 0, 0.0
+        attempts = _Attempts(self._calls)
         while True:
-            attempt += 1
             outcome: "httpx.Response | Exception"
             try:
                 outcome = await self._http.request(method, path, json=body)
@@ -311,13 +324,7 @@ class AsyncClient:
                     return self._calls.result(outcome)
             except (httpx.TimeoutException, httpx.TransportError) as error:
                 outcome = error
-            wait = self._calls.retry_wait(outcome, attempt, rate_limited_for)
-            if wait is None:
-                raise self._calls.failed(outcome)
-            if isinstance(outcome, httpx.Response) and outcome.status_code == 429:
-                rate_limited_for += wait
-                attempt -= 1
-            await asyncio.sleep(wait)
+            await asyncio.sleep(attempts.wait_after(outcome))
 
     async def context(self) -> IntegrationContext:
         return IntegrationContext.from_json(await self._call("GET", "/integrations/v1/context"))
