@@ -11,7 +11,9 @@
 //! 4. latency percentiles of an open-loop load at half of (2)'s rate, timed from each request's
 //!    scheduled start so queueing is counted;
 //! 5. peak server RSS during the load, from `/proc/<pid>/status`;
-//! 6. Parquet bytes per event in the lake after the final flush.
+//! 6. Parquet bytes per event in the lake after the final flush;
+//! 7. the collector's event rate as the server's own `/metrics` counts it over phase (2),
+//!    scraped just before and just after, next to what the load generator measured.
 //!
 //! Environment: `BENCH_SECONDS` (per phase, default 10), `BENCH_CONNECTIONS` (default 64),
 //! `BENCH_BATCHES_PER_SESSION` (default 50: each connection plays browser sessions of 50 batches,
@@ -71,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
     let serials: Arc<Vec<AtomicU64>> =
         Arc::new((0..connections).map(|_| AtomicU64::new(0)).collect());
     let (base, counters) = (event_base.clone(), serials.clone());
+    let scraped_before = stored_events(&client, &server.base).await?;
     let collector = closed_loop(&client, connections, phase, move |c, worker, rng, state| {
         let n = counters[worker].fetch_add(1, Ordering::Relaxed);
         c.post(format!(
@@ -82,6 +85,7 @@ async fn main() -> anyhow::Result<()> {
         .body(pointer_batch(rng, state))
     })
     .await;
+    let scraped_after = stored_events(&client, &server.base).await?;
 
     // Open loop at half the measured collector rate; first a control against health at the same
     // rate (what the machine, the client and the HTTP stack cost), then the collector.
@@ -168,6 +172,38 @@ async fn main() -> anyhow::Result<()> {
         "  lake: {parquet_files} files, {parquet_bytes} bytes for {acknowledged_events} acknowledged events = {:.2} bytes/event  (target <= 8)",
         parquet_bytes as f64 / acknowledged_events.max(1) as f64
     );
+    let (scraped_events, scrape_seconds) = (
+        scraped_after.0 - scraped_before.0,
+        (scraped_after.1 - scraped_before.1).as_secs_f64(),
+    );
+    let measured = collector.rate() * EVENTS_PER_BATCH as f64;
+    let scraped_rate = scraped_events / scrape_seconds;
+    println!(
+        "  /metrics over the collector phase: {scraped_events:.0} events stored in {scrape_seconds:.2} s = {scraped_rate:.0} events/s; the generator counted {} = {measured:.0} events/s; ratio {:.4}  (target within 5 %)",
+        collector.requests * EVENTS_PER_BATCH as u64,
+        scraped_rate / measured
+    );
     println!("  server exit after SIGTERM: {exited}");
     Ok(())
+}
+
+/// `telltale_collector_events_total{outcome="stored"}` from the server's `/metrics`, and when
+/// it was read.
+async fn stored_events(
+    client: &reqwest::Client,
+    base: &str,
+) -> anyhow::Result<(f64, std::time::Instant)> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let read_at = std::time::Instant::now();
+    let value = text
+        .lines()
+        .find_map(|line| line.strip_prefix("telltale_collector_events_total{outcome=\"stored\"} "))
+        .map_or(Ok(0.0), |value| value.trim().parse::<f64>())?;
+    Ok((value, read_at))
 }

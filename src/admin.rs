@@ -59,14 +59,32 @@ pub async fn org(storage: &StorageArgs, command: OrgCommand) -> anyhow::Result<(
                     .map(|o| json!({ "id": o.id, "name": o.name }))
                     .collect();
                 println!("{}", serde_json::Value::Array(list));
+            } else if organizations.is_empty() {
+                println!("no organizations");
             } else {
+                let mut table = table(&["id", "name", "created"]);
                 for organization in organizations {
-                    println!("{}  {}", organization.id, organization.name);
+                    table.add_row([
+                        organization.id.to_string(),
+                        organization.name,
+                        crate::http::iso8601(organization.created_at),
+                    ]);
                 }
+                println!("{table}");
             }
         }
     }
     Ok(())
+}
+
+/// A table for people (comfy-table): `--json` is the form for scripts.
+fn table(header: &[&str]) -> comfy_table::Table {
+    let mut table = comfy_table::Table::new();
+    table
+        .load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_header(header.iter().copied());
+    table
 }
 
 fn key_json(info: &KeyInfo) -> serde_json::Value {
@@ -118,21 +136,25 @@ pub async fn key(storage: &StorageArgs, command: KeyCommand) -> anyhow::Result<(
                     "{}",
                     serde_json::Value::Array(keys.iter().map(key_json).collect())
                 );
+            } else if keys.is_empty() {
+                println!("no keys for organization {organization}");
             } else {
+                let mut table = table(&["prefix", "label", "scopes", "state", "created"]);
                 for key in keys {
-                    let state = if key.revoked_at.is_some() {
-                        "revoked"
-                    } else {
-                        "active"
+                    let state = match key.revoked_at {
+                        Some(at) => format!("revoked {}", crate::http::iso8601(at)),
+                        None => "active".to_owned(),
                     };
                     let scopes: Vec<_> = key.scopes.iter().map(|s| s.as_str()).collect();
-                    println!(
-                        "{}  {state}  {}  {}",
-                        key.prefix,
+                    table.add_row([
+                        key.prefix.to_string(),
                         key.label,
-                        scopes.join(",")
-                    );
+                        scopes.join(", "),
+                        state,
+                        crate::http::iso8601(key.created_at),
+                    ]);
                 }
+                println!("{table}");
             }
         }
         KeyCommand::Revoke { prefix } => {

@@ -177,7 +177,7 @@ pub async fn score(
             }
         );
     }
-    let bar = ProgressBar::default();
+    let bar = ProgressBar::new();
     let end = scorer
         .execute(&run.id, &|progress| bar.show(progress))
         .await?;
@@ -233,34 +233,37 @@ pub async fn score(
     }
 }
 
-/// A one-line progress bar on stderr.
-#[derive(Debug, Default)]
-struct ProgressBar {
-    drawn: std::sync::atomic::AtomicBool,
-}
+/// A progress bar on stderr (indicatif), drawn only when stderr is a terminal: redirected to
+/// a file or a pipe it writes nothing, and the summary printed at the end says how it went.
+#[derive(Debug)]
+struct ProgressBar(indicatif::ProgressBar);
 
 impl ProgressBar {
-    fn show(&self, progress: &RunProgress) {
-        const WIDTH: u64 = 30;
-        let done = progress.scored + progress.skipped + progress.failed;
-        let filled = (done * WIDTH).checked_div(progress.total).unwrap_or(WIDTH);
-        let bar: String = (0..WIDTH)
-            .map(|i| if i < filled { '#' } else { '-' })
-            .collect();
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "\r[{bar}] {done}/{} sessions (scored {}, skipped {}, failed {})",
-            progress.total, progress.scored, progress.skipped, progress.failed
+    fn new() -> Self {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(0),
+            indicatif::ProgressDrawTarget::stderr(),
         );
-        let _ = err.flush();
-        self.drawn.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "[{bar:30}] {pos}/{len} sessions ({msg}) {elapsed}",
+        ) {
+            bar.set_style(style.progress_chars("#>-"));
+        }
+        ProgressBar(bar)
+    }
+
+    fn show(&self, progress: &RunProgress) {
+        self.0.set_length(progress.total);
+        self.0
+            .set_position(progress.scored + progress.skipped + progress.failed);
+        self.0.set_message(format!(
+            "scored {}, skipped {}, failed {}",
+            progress.scored, progress.skipped, progress.failed
+        ));
     }
 
     fn finish(&self) {
-        if self.drawn.load(std::sync::atomic::Ordering::Relaxed) {
-            eprintln!();
-        }
+        self.0.finish();
     }
 }
 

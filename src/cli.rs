@@ -15,15 +15,21 @@ pub struct Cli {
     #[command(flatten)]
     pub storage: StorageArgs,
 
-    /// Log filter, in tracing's env-filter syntax (e.g. `info,ingest=debug`). The Delta Lake
-    /// libraries log every snapshot they build at info: they start at warn unless named.
+    /// Log filter, in tracing's env-filter syntax (e.g. `info,ingest=debug`); without it
+    /// `RUST_LOG` is read, and without that the default: info, with the Delta Lake libraries
+    /// (which log every snapshot they build at info) at warn.
+    #[arg(long, env = "LOG_FILTER", global = true)]
+    pub log_filter: Option<String>,
+
+    /// Log lines as text (for people) or as one JSON object per line (for log collectors).
     #[arg(
         long,
-        env = "LOG_FILTER",
-        default_value = "info,buoyant_kernel=warn,deltalake_core=warn",
+        env = "LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
         global = true
     )]
-    pub log_filter: String,
+    pub log_format: LogFormat,
 
     #[command(subcommand)]
     pub command: Command,
@@ -149,6 +155,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

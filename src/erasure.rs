@@ -203,6 +203,8 @@ impl DeletionService {
             .catalog
             .claimable_deletions(&self.owner, catalog::now_millis())
             .await?;
+        // Due and not held by a live worker, as this instance saw it last.
+        metrics::gauge!("telltale_deletions_due").set(due.len() as f64);
         let mut completed = 0;
         for deletion in due {
             if self.work(&deletion).await? {
@@ -234,10 +236,13 @@ impl DeletionService {
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "session erased"
                 );
+                metrics::counter!("telltale_erasures_total", "outcome" => "completed").increment(1);
+                metrics::histogram!("telltale_erasure_seconds").record(started.elapsed());
                 return Ok(completed);
             }
             Ok(Attempt::Deferred(why)) => {
                 tracing::debug!(survey = %survey, why, "session erasure deferred");
+                metrics::counter!("telltale_erasures_total", "outcome" => "deferred").increment(1);
                 DeletionSetback::Deferred {
                     retry_at: catalog::now_millis() + 1000,
                 }
@@ -245,6 +250,7 @@ impl DeletionService {
             Err(error) => {
                 let attempt = deletion.attempts + 1;
                 tracing::warn!(survey = %survey, attempt, %error, "session erasure failed");
+                metrics::counter!("telltale_erasures_total", "outcome" => "failed").increment(1);
                 DeletionSetback::Failed {
                     error: error.to_string(),
                     retry_at: catalog::now_millis() + backoff_ms(attempt),
@@ -397,17 +403,35 @@ pub fn spawn_compaction(
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(period).await;
+            let started = std::time::Instant::now();
             match compaction::compact(&catalog, &lake, &owner, None, &config).await {
                 Ok(report) if report.files_in > 0 => {
-                    tracing::info!(?report, "compacted events files")
+                    tracing::info!(?report, "compacted events files");
+                    metrics::histogram!("telltale_compaction_seconds").record(started.elapsed());
+                    metrics::counter!("telltale_compaction_files_in_total")
+                        .increment(report.files_in as u64);
+                    metrics::counter!("telltale_compaction_files_out_total")
+                        .increment(report.files_out as u64);
+                    metrics::counter!("telltale_compaction_rows_total").increment(report.rows);
+                    metrics::counter!("telltale_compaction_bytes_in_total")
+                        .increment(report.bytes_in);
+                    metrics::counter!("telltale_compaction_conflicts_total")
+                        .increment(report.conflicts as u64);
                 }
                 Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "compaction failed; will retry"),
+                Err(error) => {
+                    metrics::counter!("telltale_compaction_errors_total").increment(1);
+                    tracing::warn!(%error, "compaction failed; will retry")
+                }
             }
             for kind in TableKind::ALL {
                 match lake.table(kind).vacuum(retention).await {
                     Ok(0) => {}
-                    Ok(deleted) => tracing::info!(table = kind.as_str(), deleted, "vacuumed"),
+                    Ok(deleted) => {
+                        metrics::counter!("telltale_vacuumed_files_total", "table" => kind.as_str())
+                            .increment(deleted as u64);
+                        tracing::info!(table = kind.as_str(), deleted, "vacuumed")
+                    }
                     Err(error) => {
                         tracing::warn!(table = kind.as_str(), %error, "vacuum failed; will retry")
                     }

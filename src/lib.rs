@@ -8,6 +8,7 @@
 //! - `erasure`: session deletion's worker and background compaction.
 //! - `http`: router, handlers and the JSON error type.
 //! - `rate_limit`: in-process rate limiters.
+//! - `telemetry`: logging set-up and the Prometheus recorder behind `/metrics`.
 
 pub mod admin;
 pub mod analysis;
@@ -17,19 +18,14 @@ pub mod http;
 pub mod http_serve;
 pub mod rate_limit;
 pub mod server;
+pub mod telemetry;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 /// Runs the command line: parses arguments, sets up logging and dispatches.
 pub fn run() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_new(&cli.log_filter).unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    telemetry::init_logging(cli.log_filter.as_deref(), cli.log_format)?;
     // Crash tests stop rewrites at a named point (tests/it/deletion.rs); the libraries read no
     // environment, so the binary passes it on.
     if let Ok(point) = std::env::var("TELLTALE_TEST_REWRITE_PAUSE") {

@@ -19,6 +19,8 @@ const RUN_JANITOR_PERIOD: Duration = Duration::from_secs(10);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()> {
+    // First: handles the libraries take before it is installed would record nowhere.
+    let metrics = crate::telemetry::install_metrics()?;
     std::fs::create_dir_all(&storage.data_dir)
         .with_context(|| format!("creating data dir {}", storage.data_dir.display()))?;
     let catalog_url = storage.catalog_url();
@@ -59,7 +61,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     let compactor = (args.compaction_interval_secs > 0).then(|| {
         crate::erasure::spawn_compaction(
             catalog.clone(),
-            lake,
+            lake.clone(),
             instance,
             Duration::from_secs(args.compaction_interval_secs),
             lake::compaction::CompactionConfig {
@@ -94,12 +96,13 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         trust_forwarded_for: args.trust_forwarded_for,
     };
     let state = AppState::new(
-        catalog,
+        http::Stores { catalog, lake },
         ingestor.clone(),
         scoring,
         deletions,
         &public_url,
         &limits,
+        metrics,
     );
     let app = http::app(state);
 

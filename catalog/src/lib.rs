@@ -50,6 +50,31 @@ pub enum Error {
     Corrupt(String),
 }
 
+impl Error {
+    /// Whether the database could not be reached or refused work for now (connection lost or
+    /// refused, pool exhausted, server shutting down or starting, SQLite busy): the request is
+    /// worth retrying shortly, unlike a failed statement.
+    pub fn is_unavailable(&self) -> bool {
+        let Error::Database(error) = self else {
+            return false;
+        };
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(database) => database.code().is_some_and(|code| {
+                // PostgreSQL: connection exceptions (08), too many connections (53300),
+                // shutdown and start-up (57P01-57P03). SQLite: SQLITE_BUSY (5), SQLITE_LOCKED (6).
+                code.starts_with("08")
+                    || matches!(&*code, "53300" | "57P01" | "57P02" | "57P03" | "5" | "6")
+            }),
+            _ => false,
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything the rest of Telltale asks of its system of record.
@@ -66,6 +91,9 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
     async fn delete_organization(&self, id: &OrganizationId) -> Result<bool>;
 
     async fn count_organizations(&self) -> Result<u64>;
+
+    /// One round trip to the database (`SELECT 1`), for readiness checks.
+    async fn ping(&self) -> Result<()>;
 
     /// Organizations that are not deleted, oldest first.
     async fn list_organizations(&self) -> Result<Vec<Organization>>;

@@ -53,6 +53,11 @@ macro_rules! impl_catalog {
                 Ok(count.max(0) as u64)
             }
 
+            async fn ping(&self) -> Result<()> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
+
             async fn list_organizations(&self) -> Result<Vec<Organization>> {
                 let rows = sqlx::query(
                     "SELECT id, name, created_at FROM organizations WHERE deleted_at IS NULL

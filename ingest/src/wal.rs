@@ -222,6 +222,8 @@ struct Shared {
     /// (a header write and two syncs, on the helper thread); the writer only ever tries it, so
     /// a group commit never waits for it.
     files: parking_lot::Mutex<Files>,
+    /// Appends sent to the writer and not yet taken into a group (`telltale_wal_queue_depth`).
+    queue_depth: metrics::Gauge,
 }
 
 impl Shared {
@@ -295,6 +297,7 @@ impl Wal {
             fsyncs: AtomicU64::new(0),
             purges: AtomicUsize::new(0),
             files: parking_lot::Mutex::new(Files::default()),
+            queue_depth: metrics::gauge!("telltale_wal_queue_depth"),
         });
         prepare_spare(&shared);
         // Bounded: when the disk cannot keep up, requests wait here instead of piling up.
@@ -317,17 +320,22 @@ impl Wal {
     pub async fn append(&self, append: Append) -> Result<Arc<WalRecord>, Arc<WalError>> {
         let (done, wait) = oneshot::channel();
         let sender = self.sender.clone();
+        self.shared.queue_depth.increment(1.0);
         // `send` blocks only when the queue is full, which is backpressure we want to honour
         // without stalling a runtime worker.
         match sender.try_send(Request::Append { append, done }) {
             Ok(()) => {}
             Err(mpsc::TrySendError::Full(request)) => {
-                tokio::task::spawn_blocking(move || sender.send(request))
-                    .await
-                    .map_err(|_| Arc::new(WalError::Closed))?
-                    .map_err(|_| Arc::new(WalError::Closed))?;
+                let sent = tokio::task::spawn_blocking(move || sender.send(request)).await;
+                if !matches!(sent, Ok(Ok(()))) {
+                    self.shared.queue_depth.decrement(1.0);
+                    return Err(Arc::new(WalError::Closed));
+                }
             }
-            Err(mpsc::TrySendError::Disconnected(_)) => return Err(Arc::new(WalError::Closed)),
+            Err(mpsc::TrySendError::Disconnected(_)) => {
+                self.shared.queue_depth.decrement(1.0);
+                return Err(Arc::new(WalError::Closed));
+            }
         }
         wait.await.map_err(|_| Arc::new(WalError::Closed))?
     }
@@ -770,6 +778,9 @@ fn writer_loop(
     // new segment (fail-stop: after a failed fsync the page cache may hold pages the disk never
     // got, and writing on in the same file would build on them).
     let mut failed: Option<(usize, String)> = None;
+    let sync_seconds = metrics::histogram!("telltale_wal_sync_seconds");
+    let group_records = metrics::histogram!("telltale_wal_group_records");
+    let write_errors = metrics::counter!("telltale_wal_write_errors_total");
     while let Ok(first) = receiver.recv() {
         let mut group_bytes = first.body_len();
         group.push(first);
@@ -782,6 +793,11 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
+        let taken = group
+            .iter()
+            .filter(|request| matches!(request, Request::Append { .. }))
+            .count();
+        shared.queue_depth.decrement(taken as f64);
         // Rolls happen before this group's write: each waiter's records are already durable in
         // the segment being closed.
         let mut appends = Vec::with_capacity(group.len());
@@ -871,6 +887,8 @@ fn writer_loop(
             .and_then(|()| segment.file.sync_data());
         shared.fsyncs.fetch_add(1, Ordering::Relaxed);
         let elapsed = started.elapsed();
+        sync_seconds.record(elapsed);
+        group_records.record(records.len() as f64);
         if elapsed >= SLOW_SYNC {
             // Every request of the group waited this long: worth an operator's attention (a
             // disk shared with other writers, or a failing one).
@@ -894,6 +912,7 @@ fn writer_loop(
                 // Nothing of this group is acknowledged, and nothing more is until `recover`
                 // has zeroed what this group may have left and moved to a new segment.
                 tracing::error!(%error, "write-ahead log append failed; refusing writes until it recovers");
+                write_errors.increment(1);
                 failed = Some((buffer.len(), error.to_string()));
                 let shared_error = Arc::new(WalError::Io(error));
                 for done in waiters {

@@ -368,6 +368,29 @@ impl Table {
         removed: &[String],
         txn: Option<(&str, i64)>,
     ) -> Result<Committed, LakeError> {
+        let started = std::time::Instant::now();
+        let result = self.commit_attempts(change, added, removed, txn).await;
+        let table = self.kind.as_str();
+        let outcome = match &result {
+            Ok(Committed::Version(_)) => "committed",
+            Ok(Committed::Conflict) => "conflict",
+            Ok(Committed::AlreadyApplied) => "already_applied",
+            Err(_) => "error",
+        };
+        metrics::histogram!("telltale_lake_commit_seconds", "table" => table)
+            .record(started.elapsed());
+        metrics::counter!("telltale_lake_commits_total", "table" => table, "outcome" => outcome)
+            .increment(1);
+        result
+    }
+
+    async fn commit_attempts(
+        &self,
+        change: Change,
+        added: &[NewFile],
+        removed: &[String],
+        txn: Option<(&str, i64)>,
+    ) -> Result<Committed, LakeError> {
         let prefix = format!("{}/", self.kind.as_str());
         let now = chrono::Utc::now().timestamp_millis();
         let data_change = change != Change::Compact;

@@ -76,6 +76,16 @@ impl Lake {
         self.store.store()
     }
 
+    /// One request to the object store (the metadata of an object that need not exist), for
+    /// readiness checks: `Ok` when the store answers, found or not.
+    pub async fn probe(&self) -> Result<(), LakeError> {
+        let path = object_store::path::Path::from("_telltale_probe");
+        match object_store::ObjectStoreExt::head(self.store().as_ref(), &path).await {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// See [`Store::put_durable`].
     pub async fn put_durable(&self, path: &str, bytes: Vec<u8>) -> Result<(), LakeError> {
         self.store.put_durable(path, bytes).await

@@ -204,6 +204,19 @@ impl Store {
     /// backend renames a staging file into place without syncing, so for a local folder the file
     /// and every directory up to the root are fsync'd here.
     pub async fn put_durable(&self, path: &str, bytes: Vec<u8>) -> Result<(), LakeError> {
+        let started = std::time::Instant::now();
+        let length = bytes.len() as u64;
+        let result = self.put_and_sync(path, bytes).await;
+        if result.is_ok() {
+            metrics::histogram!("telltale_lake_upload_seconds").record(started.elapsed());
+            metrics::counter!("telltale_lake_upload_bytes_total").increment(length);
+        } else {
+            metrics::counter!("telltale_lake_upload_errors_total").increment(1);
+        }
+        result
+    }
+
+    async fn put_and_sync(&self, path: &str, bytes: Vec<u8>) -> Result<(), LakeError> {
         self.store
             .put(&ObjectPath::from(path), bytes.into())
             .await?;

@@ -125,6 +125,7 @@ impl Scorer {
         else {
             return Ok(RunEnd::Abandoned);
         };
+        let started = std::time::Instant::now();
         let progress = Arc::new(Mutex::new(RunProgress::default()));
         let heartbeat = self.spawn_heartbeat(claimed.id.clone(), progress.clone());
         let outcome = self.work(&claimed, &progress, on_progress).await;
@@ -143,6 +144,20 @@ impl Scorer {
             .catalog
             .finish_scoring_run(&claimed.id, &self.owner, &final_progress, &outcome)
             .await?;
+        if finished {
+            let status = match outcome {
+                RunOutcome::Completed => "completed",
+                RunOutcome::Canceled => "canceled",
+                RunOutcome::Failed { .. } => "failed",
+            };
+            metrics::counter!("telltale_scoring_runs_total", "status" => status).increment(1);
+            metrics::histogram!("telltale_scoring_run_seconds", "status" => status)
+                .record(started.elapsed());
+            metrics::counter!("telltale_scoring_sessions_total", "outcome" => "scored")
+                .increment(final_progress.scored);
+            metrics::counter!("telltale_scoring_sessions_total", "outcome" => "failed")
+                .increment(final_progress.failed);
+        }
         Ok(if finished {
             RunEnd::Finished
         } else {

@@ -62,11 +62,11 @@ pub struct IngestionResult {
     post,
     path = "/event/{key}/{identifier}",
     tag = "collector",
+    operation_id = "collectEvents",
     params(
         ("key" = String, Path, description = "the survey's public tracking key"),
         ("identifier" = String, Path, description = "browser-session identifier: 1 to 128 of [A-Za-z0-9._:-]"),
     ),
-    request_body(content = String, description = "`{\"events\": [...]}`, as application/json or text/plain", content_type = "application/json"),
     responses(
         (status = 201, description = "events accepted (durably logged)", body = IngestionResult),
         (status = 202, description = "session deleted; events discarded", body = IngestionResult),
@@ -100,11 +100,21 @@ pub async fn collect(
         }
     };
     let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
+    let body_len = body.len() as u64;
     let outcome = state
         .ingestor
         .accept(&key, &identifier, body)
         .await
         .map_err(ingest_error)?;
+    let (outcome_label, count) = match &outcome {
+        Accepted::Stored { count } => ("stored", *count),
+        Accepted::Deleted { count } => ("discarded_deleted", *count),
+    };
+    metrics::counter!("telltale_collector_batches_total", "outcome" => outcome_label).increment(1);
+    metrics::counter!("telltale_collector_events_total", "outcome" => outcome_label)
+        .increment(count as u64);
+    metrics::counter!("telltale_collector_bytes_total", "outcome" => outcome_label)
+        .increment(body_len);
     let (status, result) = match outcome {
         Accepted::Stored { count } => (
             StatusCode::CREATED,
@@ -148,13 +158,20 @@ async fn admit(
     }
     // Before any per-identifier state: a hostile identifier must not become a limiter key.
     ingest::batch::validate_identifier(identifier).map_err(ApiError::BadRequest)?;
-    let limited = |wait| ApiError::RateLimited {
-        retry_after_secs: retry_after_secs(wait),
+    let limited = |limit: &'static str| {
+        move |wait| {
+            metrics::counter!("telltale_rate_limit_refusals_total", "limit" => limit).increment(1);
+            ApiError::RateLimited {
+                retry_after_secs: retry_after_secs(wait),
+            }
+        }
     };
     let now = Instant::now();
     if let Some(limiter) = &state.ip_limiter {
         let client = client_ip(headers, peer, state.trust_forwarded_for);
-        limiter.check(&client, now).map_err(limited)?;
+        limiter
+            .check(&client, now)
+            .map_err(limited("collector_ip"))?;
     }
     // Unknown keys end here (cached, so a stream of them costs no catalog round trips), before
     // a survey-keyed limiter would remember them.
@@ -164,15 +181,19 @@ async fn admit(
         .await
         .map_err(ingest_error)?;
     if let Some(limiter) = &state.survey_limiter {
-        limiter.check(&survey, now).map_err(limited)?;
+        limiter
+            .check(&survey, now)
+            .map_err(limited("collector_survey"))?;
     }
     if let Some(limiter) = &state.identifier_limiter {
         limiter
             .check(&(key.to_owned(), identifier.to_owned()), now)
-            .map_err(limited)?;
+            .map_err(limited("collector_identifier"))?;
     }
     if let Some(sessions) = &state.new_sessions {
-        sessions.check(&survey, identifier, now).map_err(limited)?;
+        sessions
+            .check(&survey, identifier, now)
+            .map_err(limited("collector_new_sessions"))?;
     }
     // A body of unknown length (chunked) may grow to the limit: it is charged the limit.
     let charge = declared.map_or(MAX_BODY_BYTES as u64, |length| length.max(1));
@@ -180,6 +201,8 @@ async fn admit(
     Arc::clone(&state.body_bytes)
         .try_acquire_many_owned(charge.min(state.body_budget))
         .map_err(|_| {
+            metrics::counter!("telltale_collector_refusals_total", "reason" => "bytes_in_flight")
+                .increment(1);
             ApiError::Unavailable(
                 "the collector is reading too many request bodies at once; retry shortly"
                     .to_owned(),
@@ -264,15 +287,23 @@ fn ingest_error(error: IngestError) -> ApiError {
             ApiError::PayloadTooLarge(error.to_string())
         }
         IngestError::Batch(error) => ApiError::BadRequest(error.to_string()),
-        IngestError::Overloaded => ApiError::Unavailable(error.to_string()),
+        IngestError::Overloaded => {
+            metrics::counter!("telltale_collector_refusals_total", "reason" => "lake_backlog")
+                .increment(1);
+            ApiError::Unavailable(error.to_string())
+        }
         // The log cannot be written (disk full or failing): nothing was acknowledged, and the
         // batch is welcome again once the log has recovered.
         IngestError::Wal(wal) if !matches!(*wal, WalError::Closed) => {
             tracing::warn!(error = %wal, "collector refusing a batch: the log cannot be written");
+            metrics::counter!("telltale_collector_refusals_total", "reason" => "log_unwritable")
+                .increment(1);
             ApiError::Unavailable(
                 "the event log cannot be written right now; retry shortly".to_owned(),
             )
         }
+        // The tracking key could not be looked up: 503 while the catalog is unreachable.
+        IngestError::Catalog(error) => ApiError::from(error),
         other => ApiError::internal("could not store the batch", other),
     }
 }

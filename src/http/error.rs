@@ -97,7 +97,14 @@ impl IntoResponse for ApiError {
 }
 
 impl From<catalog::Error> for ApiError {
+    /// A catalog that cannot be reached right now (a PostgreSQL restart, an exhausted pool) is
+    /// a 503 with `Retry-After`, which clients retry; any other catalog failure is a 500.
     fn from(error: catalog::Error) -> Self {
-        ApiError::internal("catalog unavailable", error)
+        if error.is_unavailable() {
+            tracing::warn!(%error, "catalog unavailable");
+            ApiError::Unavailable("the catalog is unavailable; retry shortly".to_owned())
+        } else {
+            ApiError::internal("catalog error", error)
+        }
     }
 }

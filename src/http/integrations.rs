@@ -34,7 +34,7 @@ pub fn routes() -> Router<AppState> {
 
 const MAX_EXTERNAL_SURVEY_ID_CHARS: usize = 200;
 const MAX_SURVEY_NAME_CHARS: usize = 200;
-const MAX_LOOKUP_REFERENCES: usize = 100;
+pub(crate) const MAX_LOOKUP_REFERENCES: usize = 100;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OrganizationView {

@@ -7,7 +7,8 @@
 //!   rate limit).
 //! - `scoring`: scoring runs (start, poll, cancel).
 //! - `deletions`: session deletion (request, poll).
-//! - `status`: availability.
+//! - `status`: liveness, readiness, status and Prometheus metrics.
+//! - `observe`: the request span, its log line and the request metrics.
 //! - `openapi`: the OpenAPI 3.1 document, generated from the handlers.
 //! - `auth`: bearer authentication and the per-key rate limit.
 //! - `error`: [`ApiError`], the only way errors leave.
@@ -19,6 +20,7 @@ pub mod demo;
 pub mod embed;
 pub mod error;
 pub mod integrations;
+pub mod observe;
 pub mod openapi;
 pub mod scoring;
 pub mod status;
@@ -63,12 +65,20 @@ pub struct Limits {
     pub trust_forwarded_for: bool,
 }
 
+/// The two stores an instance depends on.
+pub struct Stores {
+    pub catalog: Arc<dyn Catalog>,
+    pub lake: lake::Lake,
+}
+
 /// State shared by every handler.
 #[derive(Clone)]
 pub struct AppState(Arc<StateInner>);
 
 pub struct StateInner {
     pub catalog: Arc<dyn Catalog>,
+    /// For readiness checks; the ingestor, scorer and erasure hold their own handles.
+    pub lake: lake::Lake,
     pub ingestor: Ingestor,
     pub scoring: scorer::ScoringService,
     pub deletions: crate::erasure::DeletionService,
@@ -93,6 +103,8 @@ pub struct StateInner {
     /// organization and is never removed, so a cached entry never goes stale; it spares every
     /// survey-scoped request a catalog round trip.
     pub survey_owners: parking_lot::RwLock<HashMap<SurveyId, OrganizationId>>,
+    /// The process's Prometheus recorder, rendered by `GET /metrics`.
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
 
 /// Bound on [`StateInner::survey_owners`]; the cache starts over when it is reached.
@@ -107,13 +119,15 @@ impl std::ops::Deref for AppState {
 
 impl AppState {
     pub fn new(
-        catalog: Arc<dyn Catalog>,
+        stores: Stores,
         ingestor: Ingestor,
         scoring: scorer::ScoringService,
         deletions: crate::erasure::DeletionService,
         public_url: &str,
         limits: &Limits,
+        metrics: metrics_exporter_prometheus::PrometheusHandle,
     ) -> Self {
+        let Stores { catalog, lake } = stores;
         let rate = |per_second: u32| (per_second > 0).then_some(per_second);
         // At least one largest body, and within what a semaphore counts in one acquire.
         let body_budget = u32::try_from(limits.collector_bytes_in_flight)
@@ -121,6 +135,7 @@ impl AppState {
             .max(ingest::batch::MAX_BODY_BYTES as u32);
         AppState(Arc::new(StateInner {
             catalog,
+            lake,
             ingestor,
             scoring,
             deletions,
@@ -142,6 +157,7 @@ impl AppState {
             body_timeout: limits.body_timeout,
             trust_forwarded_for: limits.trust_forwarded_for,
             survey_owners: parking_lot::RwLock::new(HashMap::new()),
+            metrics,
         }))
     }
 }
@@ -165,7 +181,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::Extension(BodyDeadline(body_deadline)))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn(observe::observe))
         .with_state(state)
 }
 

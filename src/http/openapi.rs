@@ -1,10 +1,13 @@
 //! The OpenAPI 3.1 document, generated from the handlers' annotations and served at
 //! `GET /integrations/v1/openapi.json`.
 
+use std::sync::LazyLock;
+
 use axum::Json;
 use axum::Router;
 use axum::routing::get;
 use serde::Serialize;
+use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
@@ -34,14 +37,16 @@ pub struct ErrorBody {
         super::deletions::request_deletion,
         super::deletions::get_deletion,
         super::status::health,
+        super::status::ready,
         super::status::status,
+        super::status::metrics,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
     tags(
         (name = "collector", description = "browser event collection (no authentication)"),
         (name = "integration", description = "server-side integration (bearer integration key)"),
-        (name = "status", description = "availability"),
+        (name = "status", description = "availability, readiness and metrics"),
     )
 )]
 pub struct ApiDoc;
@@ -62,6 +67,192 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/integrations/v1/openapi.json", get(openapi_json))
 }
 
-async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+async fn openapi_json() -> Json<&'static Value> {
+    Json(&DOCUMENT)
+}
+
+/// The served document: utoipa's, from the handlers' annotations, refined by [`refine`].
+static DOCUMENT: LazyLock<Value> = LazyLock::new(document);
+
+/// The OpenAPI document as served.
+pub fn document() -> Value {
+    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    refine(&mut document);
+    document
+}
+
+/// Survey, run and tracking-key ids (`catalog::ids`): 24 hex characters, either case. Patterns
+/// here are left open at the end and bounded by `maxLength` instead: a Python-dialect validator
+/// (the fuzzer's) lets `$` match before a final newline, which the service refuses.
+const HEX24_PATTERN: &str = "^[0-9a-fA-F]{24}";
+/// External references (`ingest::batch::normalize_reference`): a UUID, hyphenated, either case.
+const UUID_PATTERN: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+/// Browser-session identifiers (`ingest::batch::validate_identifier`).
+const IDENTIFIER_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
+/// A survey name: not blank, and at most 200 characters once trimmed of white space (Unicode's
+/// White_Space, what `str::trim` removes, spelled out so that every regex dialect agrees).
+const NAME_PATTERN: &str = concat!(
+    "^[\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*",
+    "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]",
+    "(?:[\\s\\S]{0,198}",
+    "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000])?",
+    "[\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*$"
+);
+
+/// The schema of each path parameter, by name (the same name means the same rule everywhere).
+fn parameter_schema(name: &str) -> Option<Value> {
+    let hex24 =
+        || json!({ "type": "string", "pattern": HEX24_PATTERN, "minLength": 24, "maxLength": 24 });
+    Some(match name {
+        "surveyId" | "runId" => hex24(),
+        "key" => hex24(),
+        "reference" => json!({
+            "type": "string", "format": "uuid", "pattern": UUID_PATTERN,
+            "minLength": 36, "maxLength": 36,
+        }),
+        "externalSurveyId" => json!({ "type": "string", "minLength": 1, "maxLength": 200 }),
+        "identifier" => json!({
+            "type": "string", "pattern": IDENTIFIER_PATTERN,
+            "minLength": 1, "maxLength": ingest::batch::MAX_IDENTIFIER_LEN,
+        }),
+        _ => return None,
+    })
+}
+
+/// What utoipa's annotations do not say: the rules of every parameter and body field, the
+/// errors every integration operation can answer (and `Retry-After` where it is sent), and
+/// links from provisioning, run start and deletion to the operations that take their ids.
+fn refine(document: &mut Value) {
+    let retry_after = json!({
+        "Retry-After": {
+            "description": "whole seconds to wait before retrying",
+            "required": true,
+            "schema": { "type": "integer", "minimum": 1 }
+        }
+    });
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } }
+        })
+    };
+    if let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) {
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for (method, operation) in item.iter_mut() {
+                let Some(operation) = operation.as_object_mut() else {
+                    continue;
+                };
+                if let Some(parameters) = operation
+                    .get_mut("parameters")
+                    .and_then(Value::as_array_mut)
+                {
+                    for parameter in parameters {
+                        let name = parameter["name"].as_str().unwrap_or_default().to_owned();
+                        if let Some(schema) = parameter_schema(&name) {
+                            parameter["schema"] = schema;
+                        }
+                    }
+                }
+                let integration = path.starts_with("/integrations/v1/");
+                let has_body = operation.contains_key("requestBody");
+                let Some(responses) = operation
+                    .get_mut("responses")
+                    .and_then(Value::as_object_mut)
+                else {
+                    continue;
+                };
+                if integration {
+                    responses.entry("503").or_insert_with(|| {
+                        error("the catalog is unavailable (a database restart); retry after `Retry-After`")
+                    });
+                    if has_body {
+                        responses.entry("408").or_insert_with(|| {
+                            error("the body did not arrive within the body timeout")
+                        });
+                        responses
+                            .entry("413")
+                            .or_insert_with(|| error("body over 1 MiB"));
+                    }
+                }
+                for status in ["429", "503"] {
+                    if let Some(response) = responses.get_mut(status) {
+                        response["headers"] = retry_after.clone();
+                    }
+                }
+                if method == "put" && path == "/integrations/v1/surveys/{externalSurveyId}" {
+                    responses["200"]["links"] = provisioning_links();
+                }
+                if method == "post" && path == "/integrations/v1/surveys/{surveyId}/scoring-runs" {
+                    responses["202"]["links"] = json!({
+                        "GetRun": {
+                            "operationId": "getSurveyScoringRun",
+                            "parameters": { "surveyId": "$request.path.surveyId", "runId": "$response.body#/data/id" },
+                            "description": "poll the run until its status is no longer running"
+                        },
+                        "CancelRun": {
+                            "operationId": "cancelSurveyScoringRun",
+                            "parameters": { "surveyId": "$request.path.surveyId", "runId": "$response.body#/data/id" }
+                        }
+                    });
+                }
+                if method == "delete" && path.ends_with("/sessions/by-reference/{reference}") {
+                    responses["202"]["links"] = json!({
+                        "GetDeletion": {
+                            "operationId": "getSessionDeletion",
+                            "parameters": { "surveyId": "$request.path.surveyId", "reference": "$request.path.reference" },
+                            "description": "poll the deletion until its status is no longer pending"
+                        }
+                    });
+                }
+            }
+        }
+    }
+    let schemas = &mut document["components"]["schemas"];
+    schemas["ProvisionRequest"]["properties"]["name"]["pattern"] = json!(NAME_PATTERN);
+    schemas["ProvisionRequest"]["properties"]["name"]["minLength"] = json!(1);
+    let references = &mut schemas["LookupRequest"]["properties"]["externalReferences"];
+    references["minItems"] = json!(1);
+    references["maxItems"] = json!(super::integrations::MAX_LOOKUP_REFERENCES);
+    references["items"] = parameter_schema("reference").unwrap_or_default();
+    if let Some(collect) = document
+        .pointer_mut("/paths/~1event~1{key}~1{identifier}/post")
+        .and_then(Value::as_object_mut)
+    {
+        collect.insert(
+            "requestBody".to_owned(),
+            json!({
+                "required": true,
+                "description": "the batch as JSON; `text/plain` (what `navigator.sendBeacon` sends for a string) carries the same JSON text",
+                "content": { "application/json": { "schema": { "$ref": "#/components/schemas/CollectorBatch" } } }
+            }),
+        );
+    }
+    let schemas = &mut document["components"]["schemas"];
+    schemas["CollectorBatch"] = json!({
+        "type": "object",
+        "description": "a batch of events of one browser session (at most 1 MiB); each event is any JSON value, the embed's are objects with `type`, `timestamp` (Unix ms) and `data`",
+        "required": ["events"],
+        "properties": {
+            "events": { "type": "array", "maxItems": ingest::batch::MAX_EVENTS_PER_BATCH, "items": {} }
+        }
+    });
+}
+
+fn provisioning_links() -> Value {
+    let survey = json!({ "surveyId": "$response.body#/data/surveyId" });
+    json!({
+        "LookupSessions": { "operationId": "lookupSurveySessions", "parameters": survey },
+        "StartScoringRun": { "operationId": "startSurveyScoringRun", "parameters": survey },
+        "RequestSessionDeletion": { "operationId": "requestSessionDeletion", "parameters": survey },
+        "GetSessionDeletion": { "operationId": "getSessionDeletion", "parameters": survey },
+        "CollectEvents": {
+            "operationId": "collectEvents",
+            "parameters": { "key": "$response.body#/data/trackingKey" },
+            "description": "the embed sends the survey's events to the collector with its tracking key"
+        }
+    })
 }

@@ -149,3 +149,75 @@ async fn the_integration_example_provisions_scores_and_looks_up() {
     assert_eq!(lines[2]["session"]["eventCount"], events.len());
     assert_eq!(lines[2]["session"]["scoreBand"], "human-like");
 }
+
+#[tokio::test]
+async fn the_embed_is_served_compressed_to_browsers_that_accept_it() {
+    use std::io::Read as _;
+    let server = TestServer::start().await;
+    let url = server.url("/embed/v1/telltale.js");
+    let plain = send(server.client().get(&url)).await;
+    assert_eq!(plain.status, 200);
+    assert_eq!(plain.header("content-encoding"), None);
+    assert_eq!(plain.header("vary"), Some("Accept-Encoding"));
+
+    for (accept, coding) in [
+        ("gzip, deflate, br, zstd", "br"),
+        ("gzip, deflate", "gzip"),
+        ("br;q=0, gzip", "gzip"),
+    ] {
+        let response = server
+            .client()
+            .get(&url)
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), 200);
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body");
+        assert_eq!(
+            headers
+                .get("content-encoding")
+                .map(|v| v.to_str().expect("ascii")),
+            Some(coding),
+            "{accept}"
+        );
+        assert_eq!(
+            headers.get("vary").map(|v| v.to_str().expect("ascii")),
+            Some("Accept-Encoding")
+        );
+        let etag = headers
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .expect("etag")
+            .to_owned();
+        assert_ne!(
+            Some(etag.as_str()),
+            plain.header("etag"),
+            "one tag per encoding"
+        );
+        let mut decoded = String::new();
+        match coding {
+            "br" => brotli::Decompressor::new(&bytes[..], 4096)
+                .read_to_string(&mut decoded)
+                .expect("brotli"),
+            _ => flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_string(&mut decoded)
+                .expect("gzip"),
+        };
+        assert_eq!(decoded, plain.text, "{coding} decodes to the script");
+        // The budgets of ingest/embed's package test, as served.
+        let budget = if coding == "br" { 7 * 1024 } else { 8 * 1024 };
+        assert!(bytes.len() <= budget, "{coding}: {} bytes", bytes.len());
+        // Revalidation of the compressed form.
+        let again = send(
+            server
+                .client()
+                .get(&url)
+                .header("accept-encoding", accept)
+                .header("if-none-match", &etag),
+        )
+        .await;
+        assert_eq!(again.status, 304, "{coding}");
+    }
+}

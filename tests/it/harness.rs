@@ -26,7 +26,7 @@ const LISTENING_PREFIX: &str = "telltale listening on ";
 const KEY_PREFIX: &str = "TELLTALE_INTEGRATION_KEY=";
 
 /// Environment variables of the binary that must not leak in from the caller's shell.
-const TELLTALE_ENV: [&str; 10] = [
+const TELLTALE_ENV: [&str; 12] = [
     "TELLTALE_DATA_DIR",
     "TELLTALE_CATALOG_URL",
     "TELLTALE_LAKE_URL",
@@ -37,6 +37,8 @@ const TELLTALE_ENV: [&str; 10] = [
     "TELLTALE_COLLECTOR_IDENTIFIER_RATE",
     "TELLTALE_API_RATE_PER_MINUTE",
     "LOG_FILTER",
+    "LOG_FORMAT",
+    "RUST_LOG",
 ];
 
 fn telltale_command() -> Command {

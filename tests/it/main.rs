@@ -19,6 +19,8 @@ mod fuzz;
 mod lake;
 mod limits;
 mod lookup;
+mod openapi_fuzz;
+mod operations;
 mod provisioning;
 mod quality;
 mod rate_limit;

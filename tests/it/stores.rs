@@ -59,25 +59,7 @@ pub(crate) fn start_moto() -> MotoServer {
         .local_addr()
         .expect("address")
         .port();
-    let mut child = Command::new("python3")
-        .args(["-c", MOTO_UNTIL_STDIN_CLOSES, &port.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start moto's server (pip install 'moto[server]'; .ci/run does)");
-    let stdin = child.stdin.take().expect("piped stdin");
-    let moto = MotoServer {
-        child,
-        _stdin: stdin,
-        endpoint: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto's server did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    moto
+    start_moto_on(port)
 }
 
 /// The moto server every scale-out test server of this process shares (a bucket each).
@@ -286,4 +268,154 @@ fn psql(url: &str, sql: &str) -> String {
 
 fn random_suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..16].to_owned()
+}
+
+/// A PostgreSQL cluster of one test's own (`initdb` into a temporary folder, its own port), for
+/// tests that stop and start their database: the shared server must stay up for every other
+/// test. Debian's server binaries (`.ci/postgres` installs them) run as the `postgres` user
+/// when the tests run as root, as PostgreSQL refuses root.
+pub(crate) struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl PrivatePostgres {
+    pub(crate) fn create() -> PrivatePostgres {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL's server binaries under /usr/lib/postgresql (.ci/postgres installs them)")
+            .filter_map(Result::ok)
+            .map(|entry| entry.path().join("bin"))
+            .filter(|bin| bin.join("initdb").exists())
+            .max_by_key(|bin| {
+                bin.parent()
+                    .and_then(|version| version.file_name())
+                    .and_then(|name| name.to_str())
+                    .and_then(|name| name.parse::<u32>().ok())
+                    .unwrap_or(0)
+            })
+            .expect("an initdb under /usr/lib/postgresql/*/bin");
+        let id = Command::new("id").arg("-u").output().expect("id -u");
+        let as_postgres = String::from_utf8_lossy(&id.stdout).trim() == "0";
+        let dir = tempfile::Builder::new()
+            .prefix("telltale-pg-")
+            .tempdir_in("/tmp")
+            .expect("temporary folder");
+        if as_postgres {
+            let status = Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(status.success(), "chown the cluster folder to postgres");
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind a free port")
+            .local_addr()
+            .expect("address")
+            .port();
+        let cluster = PrivatePostgres {
+            dir,
+            bin,
+            port,
+            as_postgres,
+        };
+        let data = cluster.data().display().to_string();
+        cluster.run(
+            "initdb",
+            &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"],
+        );
+        cluster.start();
+        cluster
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let binary = self.bin.join(program);
+        let output = if self.as_postgres {
+            Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(&binary)
+                .args(args)
+                .output()
+        } else {
+            Command::new(&binary).args(args).output()
+        }
+        .unwrap_or_else(|error| panic!("run {}: {error}", binary.display()));
+        assert!(
+            output.status.success(),
+            "{program} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Starts the server and waits until it accepts connections.
+    pub(crate) fn start(&self) {
+        let data = self.data().display().to_string();
+        let log = self.dir.path().join("server.log").display().to_string();
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().display()
+        );
+        self.run(
+            "pg_ctl",
+            &["-D", &data, "-l", &log, "-o", &options, "-w", "start"],
+        );
+    }
+
+    /// Stops the server (fast shutdown: open sessions are disconnected).
+    pub(crate) fn stop(&self) {
+        let data = self.data().display().to_string();
+        self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let data = self.data().display().to_string();
+        let binary = self.bin.join("pg_ctl");
+        let args = ["-D", data.as_str(), "-m", "immediate", "stop"];
+        let _ = if self.as_postgres {
+            Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(&binary)
+                .args(args)
+                .output()
+        } else {
+            Command::new(&binary).args(args).output()
+        };
+    }
+}
+
+/// Starts a moto server on `port` (another one stopped there before).
+pub(crate) fn start_moto_on(port: u16) -> MotoServer {
+    let mut child = Command::new("python3")
+        .args(["-c", MOTO_UNTIL_STDIN_CLOSES, &port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto's server (pip install 'moto[server]'; .ci/run does)");
+    let stdin = child.stdin.take().expect("piped stdin");
+    let moto = MotoServer {
+        child,
+        _stdin: stdin,
+        endpoint: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "moto's server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    moto
 }

@@ -14,7 +14,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Sends a batch of behavioural events for one browser session. */
-        post: operations["collect"];
+        post: operations["collectEvents"];
         delete?: never;
         options?: never;
         head?: never;
@@ -164,6 +164,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Prometheus metrics in the text exposition format (series listed in docs/operations.md). */
+        get: operations["metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/status/": {
         parameters: {
             query?: never;
@@ -188,8 +205,31 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: answers `{"status": "ok"}` while the service runs. */
+        /**
+         * Liveness: answers `{"status": "ok"}` while the process serves requests, whatever its stores
+         *     do (restarting it would not bring them back).
+         */
         get: operations["health"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/status/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness: the catalog answers a query and the lake's object store a request, each within
+         *     2 s. A load balancer should route only to instances that answer 200 here.
+         */
+        get: operations["ready"];
         put?: never;
         post?: never;
         delete?: never;
@@ -202,6 +242,17 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description What one store answered a readiness check. */
+        Checks: {
+            /** @description `ok`, or why the catalog (SQLite or PostgreSQL) is not usable. */
+            catalog: string;
+            /** @description `ok`, or why the lake's object store (folder or S3) is not usable. */
+            lake: string;
+        };
+        /** @description a batch of events of one browser session (at most 1 MiB); each event is any JSON value, the embed's are objects with `type`, `timestamp` (Unix ms) and `data` */
+        CollectorBatch: {
+            events: unknown[];
+        };
         ContextEnvelope: {
             data: components["schemas"]["IntegrationContext"];
         };
@@ -258,6 +309,12 @@ export interface components {
             /** Format: date-time */
             scoredAt: string | null;
         };
+        /** @description The instance cannot serve now: a store did not answer in time or failed. */
+        NotReady: {
+            checks: components["schemas"]["Checks"];
+            /** @description Which store is down, and why. */
+            error: string;
+        };
         OrganizationView: {
             id: string;
             name: string;
@@ -286,6 +343,12 @@ export interface components {
             surveyId: string;
             /** @description Public tracking key (24 hex characters), used in the collector path and the embed. */
             trackingKey: string;
+        };
+        /** @description The instance can serve: both stores answered. */
+        Ready: {
+            checks: components["schemas"]["Checks"];
+            /** @description `ready`. */
+            status: string;
         };
         /** @description One session a run could not score. */
         ScoringFailureView: {
@@ -378,7 +441,7 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
-    collect: {
+    collectEvents: {
         parameters: {
             query?: never;
             header?: never;
@@ -390,10 +453,10 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description `{"events": [...]}`, as application/json or text/plain */
+        /** @description the batch as JSON; `text/plain` (what `navigator.sendBeacon` sends for a string) carries the same JSON text */
         requestBody: {
             content: {
-                "application/json": string;
+                "application/json": components["schemas"]["CollectorBatch"];
             };
         };
         responses: {
@@ -463,6 +526,8 @@ export interface operations {
             /** @description too many requests from this client, for this survey or for this identifier, or too many new sessions for this survey; `Retry-After` says when to retry */
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -472,6 +537,8 @@ export interface operations {
             /** @description collector is catching up, its log cannot be written, or it holds too many request bodies; `Retry-After` says when to retry */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -516,6 +583,19 @@ export interface operations {
             };
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -574,8 +654,28 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the body did not arrive within the body timeout */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -585,6 +685,17 @@ export interface operations {
             /** @description survey could not be provisioned */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -653,8 +764,39 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the body did not arrive within the body timeout */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -713,6 +855,19 @@ export interface operations {
             };
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -771,6 +926,19 @@ export interface operations {
             };
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -829,6 +997,19 @@ export interface operations {
             };
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -896,6 +1077,19 @@ export interface operations {
             };
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -963,12 +1157,63 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            429: {
+            /** @description the body did not arrive within the body timeout */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    metrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text exposition format 0.0.4 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
                 };
             };
         };
@@ -1007,6 +1252,37 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    ready: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description both stores answered */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ready"];
+                };
+            };
+            /** @description a store is down; `Retry-After` says when to ask again */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotReady"];
                 };
             };
         };

@@ -86,6 +86,25 @@ impl Ingestor {
 
     /// Writes every batch logged so far to the lake and makes the files live.
     pub async fn flush(&self) -> Result<FlushReport, IngestError> {
+        let started = Instant::now();
+        let result = self.flush_once().await;
+        match &result {
+            Ok(report) if report.through_lsn > 0 => {
+                metrics::histogram!("telltale_lake_flush_seconds").record(started.elapsed());
+                metrics::counter!("telltale_lake_flushes_total", "outcome" => "ok").increment(1);
+                metrics::counter!("telltale_lake_flushed_events_total").increment(report.events);
+                metrics::counter!("telltale_lake_flushed_files_total")
+                    .increment(report.files as u64);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                metrics::counter!("telltale_lake_flushes_total", "outcome" => "error").increment(1);
+            }
+        }
+        result
+    }
+
+    async fn flush_once(&self) -> Result<FlushReport, IngestError> {
         // References learned from the stream first, so the files carry them. A failure here
         // must not stop the lake: the files then fall back to what the catalog knows.
         if let Err(error) = self.apply_stats().await {

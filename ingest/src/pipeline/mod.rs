@@ -414,6 +414,11 @@ impl Ingestor {
             .map_or(0, |version| u64::try_from(version).unwrap_or(0)))
     }
 
+    /// Bytes of request bodies logged and not yet in the lake.
+    pub fn lake_backlog_bytes(&self) -> usize {
+        self.inner.lake_pending.lock().bytes
+    }
+
     pub fn log_position(&self) -> LogPosition {
         LogPosition {
             last_lsn: self.inner.wal.last_lsn(),

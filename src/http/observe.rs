@@ -1,0 +1,96 @@
+//! One span per request, a log line per answered request and the request metrics.
+//!
+//! The span (`request`, at info) carries the method and the route template (never the path:
+//! paths hold tracking keys, survey ids and references), so every event a handler logs names
+//! its request. When the response head is ready the span gets the status and the latency, and
+//! one event logs them: at info, except for the high-volume, low-information answers (collector
+//! batches accepted, CORS preflights, status and metrics polls), which log at debug. Their
+//! counts and latencies are in `/metrics` whatever the log level.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+/// Route label of requests no route matched (404s of the fallback, 405s).
+const UNMATCHED: &str = "unmatched";
+
+pub async fn observe(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = method_label(request.method());
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| UNMATCHED.to_owned(), |path| path.as_str().to_owned());
+    let span = tracing::info_span!(
+        "request",
+        method,
+        route = route.as_str(),
+        status = tracing::field::Empty,
+        latency_ms = tracing::field::Empty,
+    );
+    let response = next.run(request).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let status = response.status();
+    let latency_ms = elapsed.as_secs_f64() * 1000.0;
+    span.record("status", status.as_u16());
+    span.record("latency_ms", latency_ms);
+    let quiet = status.is_success()
+        && (route.starts_with("/event/")
+            || route.starts_with("/status")
+            || route == "/metrics"
+            || method == "OPTIONS");
+    span.in_scope(|| {
+        if quiet {
+            tracing::debug!(status = status.as_u16(), latency_ms, "request answered");
+        } else {
+            tracing::info!(status = status.as_u16(), latency_ms, "request answered");
+        }
+    });
+    metrics::counter!(
+        "telltale_http_requests_total",
+        "route" => route.clone(),
+        "method" => method,
+        "status" => status.as_u16().to_string(),
+    )
+    .increment(1);
+    metrics::histogram!(
+        "telltale_http_request_duration_seconds",
+        "route" => route,
+        "method" => method,
+    )
+    .record(elapsed);
+    response
+}
+
+/// The method as a label; methods outside HTTP's registered set share one label, so a client
+/// inventing methods cannot create series.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invented_methods_share_one_label() {
+        assert_eq!(method_label(&Method::POST), "POST");
+        let invented = Method::from_bytes(b"BREW").expect("method");
+        assert_eq!(method_label(&invented), "other");
+    }
+}
