@@ -92,7 +92,7 @@ const UUID_PATTERN: &str =
 const IDENTIFIER_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
 /// A survey name: not blank, and at most 200 characters once trimmed of white space (Unicode's
 /// White_Space, what `str::trim` removes, spelled out so that every regex dialect agrees).
-const NAME_PATTERN: &str = concat!(
+pub(crate) const NAME_PATTERN: &str = concat!(
     "^[\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*",
     "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]",
     "(?:[\\s\\S]{0,198}",
@@ -231,6 +231,47 @@ fn refine(document: &mut Value) {
             }),
         );
     }
+    // Responses: ids, references and the closed sets of values, as the service writes them.
+    let hex24 = || parameter_schema("surveyId").unwrap_or_default();
+    let answered = [
+        ("ProvisionResult", "surveyId", hex24()),
+        ("ProvisionResult", "trackingKey", hex24()),
+        ("ScoringRunView", "id", hex24()),
+        ("ScoringRunView", "surveyId", hex24()),
+        (
+            "ScoringRunView",
+            "status",
+            json!({ "type": "string", "enum": ["running", "completed", "failed", "canceled"] }),
+        ),
+        (
+            "SessionDeletionView",
+            "status",
+            json!({ "type": "string", "enum": ["pending", "completed", "failed"] }),
+        ),
+        (
+            "SessionDeletionView",
+            "reference",
+            parameter_schema("reference").unwrap_or_default(),
+        ),
+        (
+            "LookupRow",
+            "externalReference",
+            parameter_schema("reference").unwrap_or_default(),
+        ),
+        (
+            "LookupRow",
+            "scoreBand",
+            json!({ "type": ["string", "null"], "enum": ["automation-like", "review", "human-like", null] }),
+        ),
+    ];
+    for (schema, property, rule) in answered {
+        let pointer = format!("/components/schemas/{schema}/properties/{property}");
+        if let Some(Value::Object(existing)) = document.pointer_mut(&pointer)
+            && let Value::Object(rule) = rule
+        {
+            existing.extend(rule);
+        }
+    }
     let schemas = &mut document["components"]["schemas"];
     schemas["CollectorBatch"] = json!({
         "type": "object",
@@ -255,4 +296,95 @@ fn provisioning_links() -> Value {
             "description": "the embed sends the survey's events to the collector with its tracking key"
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document's name pattern and the handler's rule agree, on edge cases and on random
+    /// strings over an alphabet of white space (Unicode's and a look-alike that is not) and
+    /// letters.
+    #[test]
+    fn the_name_pattern_is_the_handlers_rule() {
+        let pattern = regex::Regex::new(NAME_PATTERN).expect("the pattern compiles");
+        let agree = |name: &str| {
+            assert_eq!(
+                pattern.is_match(name),
+                super::super::integrations::survey_name(name).is_some(),
+                "{name:?}"
+            );
+        };
+        for name in [
+            "",
+            " ",
+            "\u{a0}\u{3000}\u{85}",
+            "a",
+            " a ",
+            "a b",
+            "\u{feff}",
+            "\t\nPanel\r\n",
+            &"x".repeat(200),
+            &"x".repeat(201),
+            &format!("  {}  ", "y".repeat(200)),
+            &format!(" {} ", "y".repeat(201)),
+            &format!("a{}b", " ".repeat(198)),
+            &format!("a{}b", " ".repeat(199)),
+        ] {
+            agree(name);
+        }
+        let alphabet = [
+            ' ', '\t', '\n', '\u{a0}', '\u{2003}', '\u{feff}', '\u{200b}', 'a', 'é', '漢',
+        ];
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..5_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let length = (state % 260) as usize;
+            let name: String = (0..length)
+                .map(|index| {
+                    let mixed = state.rotate_left(index as u32 % 64) ^ index as u64;
+                    alphabet[(mixed % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            agree(&name);
+        }
+    }
+
+    /// Every parameter and body rule the handlers enforce is in the served document.
+    #[test]
+    fn the_document_carries_the_rules() {
+        let document = document();
+        let lookup =
+            &document["components"]["schemas"]["LookupRequest"]["properties"]["externalReferences"];
+        assert_eq!(lookup["minItems"], 1);
+        assert_eq!(lookup["maxItems"], 100);
+        assert_eq!(lookup["items"]["format"], "uuid");
+        let parameters = document
+            .pointer("/paths/~1integrations~1v1~1surveys~1{surveyId}~1scoring-runs~1{runId}/get/parameters")
+            .and_then(Value::as_array)
+            .expect("parameters");
+        for parameter in parameters {
+            assert_eq!(parameter["schema"]["maxLength"], 24, "{parameter}");
+        }
+        let responses = document
+            .pointer(
+                "/paths/~1integrations~1v1~1surveys~1{surveyId}~1sessions~1lookup/post/responses",
+            )
+            .expect("responses");
+        for status in ["400", "401", "403", "404", "408", "413", "429", "503"] {
+            assert!(responses.get(status).is_some(), "{status}");
+        }
+        assert!(responses["429"]["headers"]["Retry-After"].is_object());
+        let links = document
+            .pointer(
+                "/paths/~1integrations~1v1~1surveys~1{externalSurveyId}/put/responses/200/links",
+            )
+            .expect("links");
+        assert_eq!(
+            links["StartScoringRun"]["operationId"],
+            "startSurveyScoringRun"
+        );
+    }
 }

@@ -1,5 +1,5 @@
-//! The OpenAPI document against the real binary: schemathesis (PyPI; `.ci/run` installs it)
-//! reads `/integrations/v1/openapi.json` and runs its coverage, fuzzing and stateful phases
+//! The OpenAPI document against the real binary: openapi-spec-validator checks it against the
+//! OpenAPI 3.1 specification, then schemathesis (both from PyPI; `.ci/run` installs them) reads `/integrations/v1/openapi.json` and runs its coverage, fuzzing and stateful phases
 //! with every check on: no 5xx, statuses, content types, headers and bodies as documented,
 //! schema-valid requests accepted, schema-violating ones refused with a 4xx, links followed
 //! from provisioning and run start. `.ci/run` runs it on both store configurations, like the
@@ -52,6 +52,33 @@ async fn the_openapi_document_holds_under_schemathesis() {
     let openapi = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openapi");
     let work = tempfile::tempdir().expect("scratch folder");
     let document = server.url("/integrations/v1/openapi.json");
+    // First the document itself, against the OpenAPI 3.1 specification's schema.
+    let served = server.get("/integrations/v1/openapi.json").await.text;
+    let validation = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys; from openapi_spec_validator import validate; \
+             validate(json.load(sys.stdin)); print('valid')",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(served.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("run python3 with openapi-spec-validator (pip install openapi-spec-validator)");
+    assert!(
+        validation.status.success(),
+        "the served document is not valid OpenAPI 3.1: {}",
+        String::from_utf8_lossy(&validation.stderr)
+    );
     let authorization = format!("Authorization: Bearer {}", server.key());
     let mut command = Command::new(schemathesis_cli());
     command

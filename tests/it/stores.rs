@@ -338,18 +338,25 @@ impl PrivatePostgres {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
-    fn run(&self, program: &str, args: &[&str]) {
+    /// `program` of the server's binaries, as the `postgres` user when the tests run as root.
+    fn command(&self, program: &str, args: &[&str]) -> Command {
         let binary = self.bin.join(program);
-        let output = if self.as_postgres {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&binary)
-                .args(args)
-                .output()
+        let mut command = if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(&binary);
+            command
         } else {
-            Command::new(&binary).args(args).output()
-        }
-        .unwrap_or_else(|error| panic!("run {}: {error}", binary.display()));
+            Command::new(&binary)
+        };
+        command.args(args);
+        command
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let output = self
+            .command(program, args)
+            .output()
+            .unwrap_or_else(|error| panic!("run {program}: {error}"));
         assert!(
             output.status.success(),
             "{program} {args:?} failed: {}{}",
@@ -383,17 +390,9 @@ impl PrivatePostgres {
 impl Drop for PrivatePostgres {
     fn drop(&mut self) {
         let data = self.data().display().to_string();
-        let binary = self.bin.join("pg_ctl");
-        let args = ["-D", data.as_str(), "-m", "immediate", "stop"];
-        let _ = if self.as_postgres {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&binary)
-                .args(args)
-                .output()
-        } else {
-            Command::new(&binary).args(args).output()
-        };
+        let _ = self
+            .command("pg_ctl", &["-D", &data, "-m", "immediate", "stop"])
+            .output();
     }
 }
 
