@@ -296,6 +296,7 @@ export interface components {
             captured: boolean;
             /** Format: int64 */
             eventCount: number;
+            /** Format: uuid */
             externalReference: string;
             /** Format: date-time */
             firstEventAt: string | null;
@@ -304,8 +305,11 @@ export interface components {
             /** Format: date-time */
             lastEventAt: string | null;
             modelVersion: string | null;
-            /** @description One of `automation-like`, `review`, `human-like`. */
-            scoreBand: string | null;
+            /**
+             * @description One of `automation-like`, `review`, `human-like`.
+             * @enum {string|null}
+             */
+            scoreBand: "automation-like" | "review" | "human-like" | null;
             /** Format: date-time */
             scoredAt: string | null;
         };
@@ -384,8 +388,11 @@ export interface components {
             skipped: number;
             /** Format: date-time */
             startedAt: string;
-            /** @description `running`, `completed`, `failed` or `canceled`. */
-            status: string;
+            /**
+             * @description `running`, `completed`, `failed` or `canceled`.
+             * @enum {string}
+             */
+            status: "running" | "completed" | "failed" | "canceled";
             surveyId: string;
             /** Format: int64 */
             total: number;
@@ -406,12 +413,18 @@ export interface components {
             completedAt?: string | null;
             /** @description Why the last attempt failed. */
             error?: string | null;
-            /** @description The session's external reference (a UUID, lower case). */
+            /**
+             * Format: uuid
+             * @description The session's external reference (a UUID, lower case).
+             */
             reference: string;
             /** Format: date-time */
             requestedAt: string;
-            /** @description `pending`, `completed` or `failed`. */
-            status: string;
+            /**
+             * @description `pending`, `completed` or `failed`.
+             * @enum {string}
+             */
+            status: "pending" | "completed" | "failed";
             /** Format: date-time */
             updatedAt: string;
         };
