@@ -172,38 +172,38 @@ async fn main() -> anyhow::Result<()> {
         "  lake: {parquet_files} files, {parquet_bytes} bytes for {acknowledged_events} acknowledged events = {:.2} bytes/event  (target <= 8)",
         parquet_bytes as f64 / acknowledged_events.max(1) as f64
     );
-    let (scraped_events, scrape_seconds) = (
-        scraped_after.0 - scraped_before.0,
-        (scraped_after.1 - scraped_before.1).as_secs_f64(),
-    );
-    let measured = collector.rate() * EVENTS_PER_BATCH as f64;
-    let scraped_rate = scraped_events / scrape_seconds;
-    println!(
-        "  /metrics over the collector phase: {scraped_events:.0} events stored in {scrape_seconds:.2} s = {scraped_rate:.0} events/s; the generator counted {} = {measured:.0} events/s; ratio {:.4}  (target within 5 %)",
-        collector.requests * EVENTS_PER_BATCH as u64,
-        scraped_rate / measured
-    );
+    if let (Some(before), Some(after)) = (scraped_before, scraped_after) {
+        let (scraped_events, scrape_seconds) =
+            (after.0 - before.0, (after.1 - before.1).as_secs_f64());
+        let measured = collector.rate() * EVENTS_PER_BATCH as f64;
+        let scraped_rate = scraped_events / scrape_seconds;
+        println!(
+            "  /metrics over the collector phase: {scraped_events:.0} events stored in {scrape_seconds:.2} s = {scraped_rate:.0} events/s; the generator counted {} = {measured:.0} events/s; ratio {:.4}  (target within 5 %)",
+            collector.requests * EVENTS_PER_BATCH as u64,
+            scraped_rate / measured
+        );
+    } else {
+        println!("  /metrics: not served by this binary");
+    }
     println!("  server exit after SIGTERM: {exited}");
     Ok(())
 }
 
 /// `telltale_collector_events_total{outcome="stored"}` from the server's `/metrics`, and when
-/// it was read.
+/// it was read; `None` from a binary without `/metrics` (an older build in an A/B).
 async fn stored_events(
     client: &reqwest::Client,
     base: &str,
-) -> anyhow::Result<(f64, std::time::Instant)> {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await?
-        .error_for_status()?
-        .text()
-        .await?;
+) -> anyhow::Result<Option<(f64, std::time::Instant)>> {
+    let response = client.get(format!("{base}/metrics")).send().await?;
+    if response.status() == reqwest::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    let text = response.error_for_status()?.text().await?;
     let read_at = std::time::Instant::now();
     let value = text
         .lines()
         .find_map(|line| line.strip_prefix("telltale_collector_events_total{outcome=\"stored\"} "))
         .map_or(Ok(0.0), |value| value.trim().parse::<f64>())?;
-    Ok((value, read_at))
+    Ok(Some((value, read_at)))
 }
