@@ -213,7 +213,15 @@ pub async fn provision_survey(
         .catalog
         .provision_survey(&auth.0.key.organization_id, &external_survey_id, name)
         .await
-        .map_err(|error| ApiError::internal("survey could not be provisioned", error))?;
+        .map_err(|error| {
+            // A catalog that is away (a restart, SQLite busy past its timeout under load) is
+            // worth a retry: 503 with Retry-After; anything else is the spec's 500.
+            if error.is_unavailable() {
+                ApiError::from(error)
+            } else {
+                ApiError::internal("survey could not be provisioned", error)
+            }
+        })?;
     state
         .ingestor
         .remember_survey(&survey.tracking_key, &survey.id);

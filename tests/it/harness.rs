@@ -402,6 +402,21 @@ impl TestServer {
         out
     }
 
+    /// Every stderr line of every start of this server that contains `needle`.
+    pub(crate) fn log_lines(&self, needle: &str) -> Vec<String> {
+        self.stderr_files
+            .iter()
+            .flat_map(|path| {
+                std::fs::read_to_string(path)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|line| line.contains(needle))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// What the current process printed on stdout so far.
     pub(crate) fn stdout_lines(&self) -> Vec<String> {
         self.stdout.lock().expect("stdout lines").clone()
