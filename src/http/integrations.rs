@@ -197,15 +197,16 @@ pub async fn provision_survey(
 ) -> Result<Json<ProvisionEnvelope>, ApiError> {
     auth.require(Scope::SurveysWrite)?;
     let id_chars = external_survey_id.chars().count();
-    if id_chars == 0 || id_chars > MAX_EXTERNAL_SURVEY_ID_CHARS {
+    if id_chars == 0 || id_chars > MAX_EXTERNAL_SURVEY_ID_CHARS || external_survey_id.contains('\0')
+    {
         return Err(ApiError::BadRequest(
-            "external survey id must be 1 to 200 characters".to_owned(),
+            "external survey id must be 1 to 200 characters, none of them NUL".to_owned(),
         ));
     }
     let request: ProvisionRequest = parse_json(&body)?;
     let name = survey_name(&request.name).ok_or_else(|| {
         ApiError::BadRequest(
-            "name must contain a non-whitespace character and be at most 200 characters after trimming"
+            "name must contain a non-whitespace character, be at most 200 characters after trimming and hold no NUL"
                 .to_owned(),
         )
     })?;
@@ -236,12 +237,12 @@ pub async fn provision_survey(
 }
 
 /// A survey name as stored: trimmed of white space (Unicode's White_Space), 1 to 200
-/// characters. `None` for a blank or longer name. (The OpenAPI document spells this rule out as
+/// characters, no NUL (PostgreSQL's text cannot hold one). `None` for anything else. (The OpenAPI document spells this rule out as
 /// a pattern: `openapi::NAME_PATTERN`.)
 pub(crate) fn survey_name(name: &str) -> Option<&str> {
     let name = name.trim();
     let chars = name.chars().count();
-    (1..=MAX_SURVEY_NAME_CHARS).contains(&chars).then_some(name)
+    ((1..=MAX_SURVEY_NAME_CHARS).contains(&chars) && !name.contains('\0')).then_some(name)
 }
 
 /// Capture statistics and scores of sessions, one row per reference, in input order.

@@ -90,15 +90,18 @@ const UUID_PATTERN: &str =
     "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 /// Browser-session identifiers (`ingest::batch::validate_identifier`).
 const IDENTIFIER_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
-/// A survey name: not blank, and at most 200 characters once trimmed of white space (Unicode's
-/// White_Space, what `str::trim` removes, spelled out so that every regex dialect agrees).
+/// A survey name: not blank, at most 200 characters once trimmed of white space (Unicode's
+/// \\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000hite_Space, what `str::trim` removes, spelled out so that every regex dialect agrees), and
+/// no NUL character (PostgreSQL's text cannot hold one).
 pub(crate) const NAME_PATTERN: &str = concat!(
     "^[\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*",
-    "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]",
-    "(?:[\\s\\S]{0,198}",
-    "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000])?",
+    "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\u0000]",
+    "(?:[^\\u0000]{0,198}",
+    "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\u0000])?",
     "[\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*$"
 );
+/// An external survey id: 1 to 200 characters, no NUL.
+const EXTERNAL_ID_PATTERN: &str = "^[^\\u0000]*$";
 
 /// The schema of each path parameter, by name (the same name means the same rule everywhere).
 fn parameter_schema(name: &str) -> Option<Value> {
@@ -111,7 +114,9 @@ fn parameter_schema(name: &str) -> Option<Value> {
             "type": "string", "format": "uuid", "pattern": UUID_PATTERN,
             "minLength": 36, "maxLength": 36,
         }),
-        "externalSurveyId" => json!({ "type": "string", "minLength": 1, "maxLength": 200 }),
+        "externalSurveyId" => json!({
+            "type": "string", "pattern": EXTERNAL_ID_PATTERN, "minLength": 1, "maxLength": 200,
+        }),
         "identifier" => json!({
             "type": "string", "pattern": IDENTIFIER_PATTERN,
             "minLength": 1, "maxLength": ingest::batch::MAX_IDENTIFIER_LEN,
@@ -324,6 +329,8 @@ mod tests {
             "a b",
             "\u{feff}",
             "\t\nPanel\r\n",
+            "a\u{0}b",
+            "\u{0}",
             &"x".repeat(200),
             &"x".repeat(201),
             &format!("  {}  ", "y".repeat(200)),
@@ -334,7 +341,7 @@ mod tests {
             agree(name);
         }
         let alphabet = [
-            ' ', '\t', '\n', '\u{a0}', '\u{2003}', '\u{feff}', '\u{200b}', 'a', 'é', '漢',
+            ' ', '\t', '\n', '\u{a0}', '\u{2003}', '\u{feff}', '\u{200b}', '\u{0}', 'a', 'é', '漢',
         ];
         let mut state: u64 = 0x2545_f491_4f6c_dd1d;
         for _ in 0..5_000 {
