@@ -195,15 +195,10 @@ async fn stored_events(
     client: &reqwest::Client,
     base: &str,
 ) -> anyhow::Result<Option<(f64, std::time::Instant)>> {
-    let response = client.get(format!("{base}/metrics")).send().await?;
-    if response.status() == reqwest::StatusCode::NOT_FOUND {
+    let Some(text) = common::scrape_metrics(client, base).await? else {
         return Ok(None);
-    }
-    let text = response.error_for_status()?.text().await?;
+    };
     let read_at = std::time::Instant::now();
-    let value = text
-        .lines()
-        .find_map(|line| line.strip_prefix("telltale_collector_events_total{outcome=\"stored\"} "))
-        .map_or(Ok(0.0), |value| value.trim().parse::<f64>())?;
+    let value = common::metric_value(&text, "telltale_collector_events_total{outcome=\"stored\"}")?;
     Ok(Some((value, read_at)))
 }

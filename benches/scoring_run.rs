@@ -30,7 +30,9 @@ use scorer::synthetic::{Behaviour, Rng, session};
 use serde_json::{Value, json};
 
 mod common;
-use common::{Server, env_number, provision, start_server, watch_rss};
+use common::{
+    Server, env_number, metric_value, provision, scrape_metrics, start_server, watch_rss,
+};
 
 /// Events per collector request (the collector takes up to 1000).
 const EVENTS_PER_REQUEST: usize = 250;
@@ -306,6 +308,53 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[index].as_secs_f64() * 1000.0
 }
 
+/// Delta commits per table (count, seconds in all) from the server's `/metrics`; `None` from a
+/// binary without it.
+async fn lake_commits(
+    client: &reqwest::Client,
+    server: &Server,
+) -> anyhow::Result<Option<Vec<(&'static str, f64, f64)>>> {
+    let Some(text) = scrape_metrics(client, &server.base).await? else {
+        return Ok(None);
+    };
+    let mut tables = Vec::new();
+    for table in ["events", "features", "scores"] {
+        let labels = format!("{{table=\"{table}\"}}");
+        tables.push((
+            table,
+            metric_value(
+                &text,
+                &format!("telltale_lake_commit_seconds_count{labels}"),
+            )?,
+            metric_value(&text, &format!("telltale_lake_commit_seconds_sum{labels}"))?,
+        ));
+    }
+    Ok(Some(tables))
+}
+
+/// Prints the Delta commits made between two [`lake_commits`] readings.
+fn print_commits(
+    what: &str,
+    before: &Option<Vec<(&'static str, f64, f64)>>,
+    after: &Option<Vec<(&'static str, f64, f64)>>,
+) {
+    let (Some(before), Some(after)) = (before, after) else {
+        return;
+    };
+    let mut line = format!("  Delta commits during {what}:");
+    for ((table, count_before, sum_before), (_, count_after, sum_after)) in before.iter().zip(after)
+    {
+        let count = count_after - count_before;
+        if count > 0.0 {
+            line.push_str(&format!(
+                " {table} {count:.0} x {:.1} ms;",
+                (sum_after - sum_before) * 1e3 / count
+            ));
+        }
+    }
+    println!("{line}");
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let target_events = env_number::<u64>("BENCH_EVENTS", 10_000_000);
@@ -338,6 +387,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 1. The throughput survey.
     let (survey, tracking_key) = provision(&client, &server, "bench-throughput").await?;
+    let commits_before_load = lake_commits(&client, &server).await?;
     let loading = Instant::now();
     let (sessions, events, throughput_references) = load_survey(
         &client,
@@ -361,6 +411,8 @@ async fn main() -> anyhow::Result<()> {
         "  lake settled {:.1} s after loading ended",
         settled.as_secs_f64()
     );
+    let commits_before_run = lake_commits(&client, &server).await?;
+    print_commits("loading", &commits_before_load, &commits_before_run);
 
     // 2. The run, with the server's memory watched.
     let baseline_rss = common::rss_kib(pid);
@@ -369,6 +421,11 @@ async fn main() -> anyhow::Result<()> {
     let (run, elapsed) = score(&client, &server, &survey).await?;
     stop.store(true, Ordering::Relaxed);
     let peak_rss = rss.join().unwrap_or(0);
+    print_commits(
+        "the run",
+        &commits_before_run,
+        &lake_commits(&client, &server).await?,
+    );
     if run["status"] != "completed" {
         bail!("the run did not complete: {run}");
     }
@@ -473,7 +530,13 @@ async fn main() -> anyhow::Result<()> {
             loading.elapsed().as_secs_f64()
         );
         wait_for_quiet_lake(&data_dir.path().join("lake/events")).await?;
+        let commits_before = lake_commits(&client, &server).await?;
         let (run, elapsed) = score(&client, &server, &survey).await?;
+        print_commits(
+            "the lookup survey's run",
+            &commits_before,
+            &lake_commits(&client, &server).await?,
+        );
         println!(
             "  lookup survey run: {} scored in {:.2} s = {:.0} sessions/s",
             run["scored"],

@@ -351,15 +351,11 @@ impl DeletionService {
         session: &Arc<SessionRows>,
     ) -> Result<FileErasure, AttemptError> {
         let bytes = self.lake.read(&file.path).await?;
-        let (session_column, properties) = (
-            tables::session_column(kind),
-            tables::writer_properties(kind),
-        );
+        let properties = tables::writer_properties(kind);
         let rows = Arc::clone(session);
-        let erased = tokio::task::spawn_blocking(move || {
-            rewrite::erase_rows(bytes, &rows, session_column, properties)
-        })
-        .await??;
+        let erased =
+            tokio::task::spawn_blocking(move || rewrite::erase_rows(bytes, &rows, properties))
+                .await??;
         let rewritten = match erased {
             Erased::Untouched => return Ok(FileErasure::Untouched),
             Erased::Emptied => return Ok(FileErasure::Removed),

@@ -172,3 +172,24 @@ pub(crate) fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
         .and_then(|value| value.parse().ok())
         .unwrap_or(default)
 }
+
+/// The server's `/metrics` text; `None` from a binary without it (an older build in an A/B).
+pub(crate) async fn scrape_metrics(
+    client: &reqwest::Client,
+    base: &str,
+) -> anyhow::Result<Option<String>> {
+    let response = client.get(format!("{base}/metrics")).send().await?;
+    if response.status() == reqwest::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    Ok(Some(response.error_for_status()?.text().await?))
+}
+
+/// The value of the series `series` (its name with labels, as the exposition writes it) in a
+/// `/metrics` text; 0 when it is absent (nothing counted yet).
+pub(crate) fn metric_value(text: &str, series: &str) -> anyhow::Result<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(Ok(0.0), |value| value.trim().parse::<f64>())
+        .with_context(|| format!("{series} in /metrics"))
+}

@@ -62,15 +62,11 @@ impl SessionRows {
     }
 }
 
-/// A file written by a rewrite: its bytes and what the catalog records about it.
+/// A file written by a rewrite: its bytes and its row count.
 #[derive(Debug)]
 pub struct Rewritten {
     pub bytes: Vec<u8>,
     pub rows: u64,
-    /// Smallest and largest value of the file's session column (`session_id` for events,
-    /// `reference` for scores and features), when computed.
-    pub min_session: Option<String>,
-    pub max_session: Option<String>,
 }
 
 /// What erasing a session from one file gave.
@@ -90,13 +86,9 @@ pub enum Erased {
 /// file as it is, compressed pages and all, and only the row groups holding the session are
 /// decoded, filtered and encoded again. Erasing one session from a large compacted file
 /// therefore costs about one row group's worth of work, not the file's.
-///
-/// The new file's session range (`session_column`'s smallest and largest value) is taken from
-/// the kept rows while probing: the catalog must not keep an erased identifier as a bound.
 pub fn erase_rows(
     bytes: Bytes,
     session: &SessionRows,
-    session_column: &str,
     properties: WriterProperties,
 ) -> Result<Erased, RewriteError> {
     // With the page index: copied column chunks carry their offset and column indexes over.
@@ -119,7 +111,6 @@ pub fn erase_rows(
         columns.iter().map(|(index, _)| *index),
     );
     let mut touched = vec![false; metadata.num_row_groups()];
-    let mut range = SessionRange::default();
     for (group, hit) in touched.iter_mut().enumerate() {
         let probe = builder()
             .with_projection(probe_columns.clone())
@@ -131,9 +122,6 @@ pub fn erase_rows(
             if keep.true_count() < batch.num_rows() {
                 *hit = true;
             }
-            if let Some(column) = batch.column_by_name(session_column) {
-                range.extend(column, &keep)?;
-            }
         }
     }
     if !touched.contains(&true) {
@@ -144,7 +132,7 @@ pub fn erase_rows(
     let (Some(offset_indexes), Some(column_indexes)) =
         (metadata.offset_index(), metadata.column_index())
     else {
-        return erase_decoded(&bytes, &reader_metadata, session, properties, range);
+        return erase_decoded(&bytes, &reader_metadata, session, properties);
     };
 
     let mut properties = properties;
@@ -225,12 +213,7 @@ pub fn erase_rows(
         return Ok(Erased::Emptied);
     }
     writer.close()?;
-    Ok(Erased::Rewritten(Rewritten {
-        bytes: out,
-        rows,
-        min_session: range.min,
-        max_session: range.max,
-    }))
+    Ok(Erased::Rewritten(Rewritten { bytes: out, rows }))
 }
 
 /// [`erase_rows`] for a file whose row groups cannot be copied: every row is decoded.
@@ -239,7 +222,6 @@ fn erase_decoded(
     reader_metadata: &ArrowReaderMetadata,
     session: &SessionRows,
     properties: WriterProperties,
-    range: SessionRange,
 ) -> Result<Erased, RewriteError> {
     let reader =
         ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), reader_metadata.clone())
@@ -262,67 +244,7 @@ fn erase_decoded(
         return Ok(Erased::Emptied);
     }
     writer.close()?;
-    Ok(Erased::Rewritten(Rewritten {
-        bytes: out,
-        rows,
-        min_session: range.min,
-        max_session: range.max,
-    }))
-}
-
-/// The smallest and largest value of a string column over the rows kept.
-#[derive(Debug, Default)]
-struct SessionRange {
-    min: Option<String>,
-    max: Option<String>,
-}
-
-impl SessionRange {
-    /// Widens the range by the values of `column` in the rows `keep` marks. A dictionary
-    /// column is read through its dictionary: each value once, if any kept row uses it.
-    fn extend(&mut self, column: &ArrayRef, keep: &BooleanArray) -> Result<(), RewriteError> {
-        let mut widen = |value: &str| {
-            if self.min.as_deref().is_none_or(|min| value < min) {
-                self.min = Some(value.to_owned());
-            }
-            if self.max.as_deref().is_none_or(|max| value > max) {
-                self.max = Some(value.to_owned());
-            }
-        };
-        match column.data_type() {
-            DataType::Dictionary(key, value)
-                if **key == DataType::Int32 && **value == DataType::Utf8 =>
-            {
-                let dictionary = column.as_dictionary::<Int32Type>();
-                let values = dictionary.values().as_string::<i32>();
-                let mut used = vec![false; values.len()];
-                for (row, key) in dictionary.keys().iter().enumerate() {
-                    if let Some(key) = key
-                        && keep.value(row)
-                        && let Some(slot) = used.get_mut(key as usize)
-                    {
-                        *slot = true;
-                    }
-                }
-                for (index, used) in used.into_iter().enumerate() {
-                    if used && values.is_valid(index) {
-                        widen(values.value(index));
-                    }
-                }
-            }
-            _ => {
-                let strings = arrow::compute::cast(column, &DataType::Utf8)?;
-                for (row, value) in strings.as_string::<i32>().iter().enumerate() {
-                    if let Some(value) = value
-                        && keep.value(row)
-                    {
-                        widen(value);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
+    Ok(Erased::Rewritten(Rewritten { bytes: out, rows }))
 }
 
 /// Merges Parquet files of one schema into one file whose rows are sorted by `session_column`,
@@ -345,8 +267,6 @@ pub fn merge_sorted(
         return Ok(Rewritten {
             bytes: Vec::new(),
             rows: 0,
-            min_session: None,
-            max_session: None,
         });
     };
     let all = concat_batches(&schema, &batches)?;
@@ -371,7 +291,6 @@ pub fn merge_sorted(
     )?;
     let sorted = arrow::compute::take_record_batch(&all, &order)?;
     drop(all);
-    let (min_session, max_session) = session_range(std::slice::from_ref(&sorted), session_column)?;
     let mut out = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut out, schema, Some(properties))?;
     writer.write(&sorted)?;
@@ -379,8 +298,6 @@ pub fn merge_sorted(
     Ok(Rewritten {
         bytes: out,
         rows: rows as u64,
-        min_session,
-        max_session,
     })
 }
 
@@ -481,12 +398,11 @@ pub async fn delete_unlinked_copies(
             Err(error) => return Err(error.into()),
         };
         let rows = Arc::clone(session);
-        let column = tables::session_column(kind);
         let properties = tables::writer_properties(kind);
         let holds = tokio::task::spawn_blocking(move || {
             // A file that cannot be read as Parquet may be an upload cut short: it counts as
             // holding the session.
-            erase_rows(bytes, &rows, column, properties)
+            erase_rows(bytes, &rows, properties)
                 .map_or(true, |erased| !matches!(erased, Erased::Untouched))
         })
         .await?;
@@ -638,29 +554,6 @@ fn session_array<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef,
     })
 }
 
-fn session_range(
-    batches: &[RecordBatch],
-    column: &str,
-) -> Result<(Option<String>, Option<String>), RewriteError> {
-    let mut min: Option<String> = None;
-    let mut max: Option<String> = None;
-    for batch in batches {
-        let strings = arrow::compute::cast(session_array(batch, column)?, &DataType::Utf8)?;
-        let strings = strings.as_string::<i32>();
-        if let Some(low) = arrow::compute::min_string(strings)
-            && min.as_deref().is_none_or(|current| low < current)
-        {
-            min = Some(low.to_owned());
-        }
-        if let Some(high) = arrow::compute::max_string(strings)
-            && max.as_deref().is_none_or(|current| high > current)
-        {
-            max = Some(high.to_owned());
-        }
-    }
-    Ok((min, max))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -762,18 +655,12 @@ mod tests {
             ],
             5,
         );
-        let Erased::Rewritten(rewritten) = erase_rows(
-            bytes,
-            &session(),
-            "session_id",
-            writer_properties(TableKind::Events),
-        )
-        .expect("erase") else {
+        let Erased::Rewritten(rewritten) =
+            erase_rows(bytes, &session(), writer_properties(TableKind::Events)).expect("erase")
+        else {
             panic!("the file holds the session");
         };
         assert_eq!(rewritten.rows, 10);
-        assert_eq!(rewritten.min_session.as_deref(), Some("a-other"));
-        assert_eq!(rewritten.max_session.as_deref(), Some("z-other"));
         let mut sessions = sessions_of(rewritten.bytes);
         sessions.dedup();
         assert_eq!(sessions, ["a-other", "z-other"]);
@@ -800,13 +687,9 @@ mod tests {
             ArrowWriter::try_new(&mut original, batch.schema(), Some(small_groups())).expect("w");
         writer.write(&batch).expect("write");
         writer.close().expect("close");
-        let Erased::Rewritten(rewritten) = erase_rows(
-            Bytes::from(original),
-            &session(),
-            "session_id",
-            small_groups(),
-        )
-        .expect("erase") else {
+        let Erased::Rewritten(rewritten) =
+            erase_rows(Bytes::from(original), &session(), small_groups()).expect("erase")
+        else {
             panic!("the file holds the session");
         };
         assert_eq!(rewritten.rows, 21);
@@ -841,24 +724,12 @@ mod tests {
     fn files_without_the_session_are_untouched_and_files_of_only_it_are_emptied() {
         let other = events_file(&[("a-other", None)], 3);
         assert!(matches!(
-            erase_rows(
-                other,
-                &session(),
-                "session_id",
-                writer_properties(TableKind::Events)
-            )
-            .expect("erase"),
+            erase_rows(other, &session(), writer_properties(TableKind::Events)).expect("erase"),
             Erased::Untouched
         ));
         let only = events_file(&[("tab-1", Some(REFERENCE)), ("tab-2", None)], 3);
         assert!(matches!(
-            erase_rows(
-                only,
-                &session(),
-                "session_id",
-                writer_properties(TableKind::Events)
-            )
-            .expect("erase"),
+            erase_rows(only, &session(), writer_properties(TableKind::Events)).expect("erase"),
             Erased::Emptied
         ));
     }
@@ -874,8 +745,6 @@ mod tests {
         )
         .expect("merge");
         assert_eq!(merged.rows, 8);
-        assert_eq!(merged.min_session.as_deref(), Some("a"));
-        assert_eq!(merged.max_session.as_deref(), Some("c"));
         assert_eq!(
             sessions_of(merged.bytes),
             ["a", "a", "b", "b", "b", "b", "c", "c"]

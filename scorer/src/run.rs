@@ -445,21 +445,29 @@ impl Scorer {
         if !scored.is_empty() {
             let features = features_batch(survey, run_id, now, &scored)?;
             let scores = scores_batch(survey, run_id, &self.model.version, now, &scored)?;
-            for (kind, batch) in [(TableKind::Features, features), (TableKind::Scores, scores)] {
+            // The two tables' files are encoded, uploaded and (below) committed side by side:
+            // each costs an fsync or a round trip to the object store, not CPU.
+            let rows = scored.len() as u64;
+            let upload = |kind: TableKind, batch| async move {
                 let bytes =
                     tokio::task::spawn_blocking(move || tables::encode(kind, &batch)).await??;
-                let path = tables::results_file_path(kind, survey, run_id, attempt, sequence);
                 let file = NewFile {
-                    path,
+                    path: tables::results_file_path(kind, survey, run_id, attempt, sequence),
                     survey_id: survey.to_owned(),
                     date: None,
                     size: bytes.len() as u64,
-                    rows: scored.len() as u64,
+                    rows,
                     received: None,
                 };
                 self.lake.put_durable(&file.path, bytes).await?;
-                files.push((kind, file));
-            }
+                Ok::<_, Stop>((kind, file))
+            };
+            let (features, scores) = tokio::join!(
+                upload(TableKind::Features, features),
+                upload(TableKind::Scores, scores)
+            );
+            files.push(features?);
+            files.push(scores?);
         }
         let new_scores: Vec<NewScore> = scored
             .iter()
@@ -475,23 +483,23 @@ impl Scorer {
         // The lake first, then the fenced record: an attempt that dies in between leaves
         // files its successor removes (`remove_unpublished`); the other order would leave
         // scores lookup reports and the lake never gets.
-        let mut committed = Vec::new();
-        let mut uncertain = None;
-        let mut published = Ok(true);
-        for (kind, file) in &files {
-            match self
-                .lake
+        let commits = files.iter().map(|(kind, file)| async move {
+            self.lake
                 .table(*kind)
                 .commit(lake::Change::Append, std::slice::from_ref(file), &[], None)
                 .await
-            {
+        });
+        let mut committed = Vec::new();
+        let mut uncertain = HashSet::new();
+        let mut published = Ok(true);
+        for ((kind, file), outcome) in files.iter().zip(futures::future::join_all(commits).await) {
+            match outcome {
                 Ok(_) => committed.push((*kind, file.path.clone())),
                 Err(error) => {
                     // It may have landed all the same: the next attempt's `remove_unpublished`
                     // looks at the table; the object stays until then.
-                    uncertain = Some(file.path.clone());
+                    uncertain.insert(file.path.as_str());
                     published = Err(Stop::from(error));
-                    break;
                 }
             }
         }
@@ -507,7 +515,7 @@ impl Scorer {
             // to the next attempt. An object goes only once no snapshot names it: a file whose
             // removal from its table failed, or whose commit may have landed, is left to the
             // next attempt's `remove_unpublished`.
-            let mut keep: HashSet<&str> = uncertain.iter().map(String::as_str).collect();
+            let mut keep = uncertain;
             for (kind, path) in &committed {
                 if let Err(error) = self
                     .lake
