@@ -287,6 +287,11 @@ class Policy(unittest.TestCase):
         self.assertEqual(calls.retry_wait(response(429, **{"Retry-After": "7"}), 9, 0), 7)
         self.assertIsNone(calls.retry_wait(response(429, **{"Retry-After": "7"}), 1, 299))
         self.assertEqual(calls.retry_wait(response(503), 1, 0), 1)
+        # A 503's Retry-After is waited out when longer than the backoff, and spends an attempt.
+        self.assertEqual(calls.retry_wait(response(503, **{"Retry-After": "5"}), 1, 0), 5)
+        self.assertEqual(calls.retry_wait(response(503, **{"Retry-After": "0"}), 2, 0), 2)
+        self.assertEqual(calls.retry_wait(response(503, **{"Retry-After": "999"}), 1, 0), 60)
+        self.assertIsNone(calls.retry_wait(response(503, **{"Retry-After": "5"}), 3, 0))
         self.assertEqual(calls.retry_wait(response(500), 2, 0), 2)
         self.assertIsNone(calls.retry_wait(response(502), 3, 0))
         for status in (400, 401, 404, 409, 413):

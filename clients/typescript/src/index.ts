@@ -96,15 +96,21 @@ export function retryWait(
   rateLimitedForMs: number,
   jitter: () => number = Math.random,
 ): number | undefined {
+  // The delay form of `Retry-After`, in ms, within the policy's cap.
+  const retryAfterMs = (fallback: number) => {
+    const seconds = Number(retryAfter ?? Number.NaN);
+    return Math.min(Math.max(Number.isFinite(seconds) ? seconds * 1000 : fallback, 0), policy.maxRetryAfterMs);
+  };
   if (status === 429) {
-    const seconds = Number(retryAfter ?? "1");
-    const wait = Math.min(Math.max(Number.isFinite(seconds) ? seconds * 1000 : 1000, 0), policy.maxRetryAfterMs);
+    const wait = retryAfterMs(1000);
     return rateLimitedForMs + wait > policy.rateLimitedPatienceMs ? undefined : wait;
   }
   if (attempt >= policy.maxAttempts) return undefined;
   if (status !== undefined && status < 500) return undefined;
   const base = Math.min(policy.backoffMs * 2 ** (attempt - 1), policy.maxBackoffMs);
-  return base * (0.5 + jitter() / 2);
+  // A 503 says when the service expects to be back (a catalog restart, a collector catching
+  // up): sooner would only fail again.
+  return Math.max(base * (0.5 + jitter() / 2), retryAfterMs(0));
 }
 
 export class TelltaleClient {

@@ -197,6 +197,11 @@ test("what is retried", () => {
   assert.equal(retryWait(policy, 429, "7", 9, 0, jitter), 7000);
   assert.equal(retryWait(policy, 429, "7", 1, 299_000, jitter), undefined);
   assert.equal(retryWait(policy, 503, null, 1, 0, jitter), 1000);
+  // A 503's Retry-After is waited out when longer than the backoff, and spends an attempt.
+  assert.equal(retryWait(policy, 503, "5", 1, 0, jitter), 5000);
+  assert.equal(retryWait(policy, 503, "0", 2, 0, jitter), 2000);
+  assert.equal(retryWait(policy, 503, "999", 1, 0, jitter), 60_000);
+  assert.equal(retryWait(policy, 503, "5", 3, 0, jitter), undefined);
   assert.equal(retryWait(policy, 500, null, 2, 0, jitter), 2000);
   assert.equal(retryWait(policy, 502, null, 3, 0, jitter), undefined);
   for (const status of [400, 401, 404, 409, 413]) assert.equal(retryWait(policy, status, null, 1, 0, jitter), undefined);

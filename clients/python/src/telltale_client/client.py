@@ -55,7 +55,8 @@ class RetryPolicy:
       time), for at most `rate_limited_patience` seconds in all; a rate-limited request does not
       spend `max_attempts`.
     - 5xx, timeouts and connection errors: up to `max_attempts` tries in all, waiting
-      `backoff * 2**n` seconds (at most `max_backoff`, with jitter) in between.
+      `backoff * 2**n` seconds (at most `max_backoff`, with jitter) in between, or the
+      `Retry-After` of a 503 when that is longer (at most `max_retry_after`).
     Every request of this API is safe to repeat (the writes are idempotent).
     """
 
@@ -103,11 +104,7 @@ class _Calls:
         """How long to wait before the next try, or None to give up (the caller raises)."""
         policy = self.policy
         if isinstance(outcome, httpx.Response) and outcome.status_code == 429:
-            try:
-                wait = float(outcome.headers.get("Retry-After", "1"))
-            except ValueError:
-                wait = 1.0
-            wait = min(max(wait, 0.0), policy.max_retry_after)
+            wait = self._retry_after(outcome, 1.0)
             if rate_limited_for + wait > policy.rate_limited_patience:
                 return None
             return wait
@@ -116,7 +113,20 @@ class _Calls:
         if isinstance(outcome, httpx.Response) and outcome.status_code < 500:
             return None
         base = min(policy.backoff * 2 ** (attempt - 1), policy.max_backoff)
-        return base * (0.5 + self.jitter() / 2)
+        wait = base * (0.5 + self.jitter() / 2)
+        if isinstance(outcome, httpx.Response):
+            # A 503 says when the service expects to be back (a catalog restart, a collector
+            # catching up): sooner would only fail again.
+            wait = max(wait, self._retry_after(outcome, 0.0))
+        return wait
+
+    def _retry_after(self, response: httpx.Response, default: float) -> float:
+        """The response's `Retry-After` in seconds (the delay form), within the policy's cap."""
+        try:
+            wait = float(response.headers.get("Retry-After", default))
+        except ValueError:
+            wait = default
+        return min(max(wait, 0.0), self.policy.max_retry_after)
 
     @staticmethod
     def result(response: httpx.Response) -> Any:
