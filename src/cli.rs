@@ -265,8 +265,9 @@ pub struct ServeArgs {
     pub compaction_target_rows: u64,
 
     /// Seconds a file a compaction replaced stays in the lake for readers of older snapshots
-    /// (and `telltale sql --as-of`) before the vacuum after a compaction deletes it; also how
-    /// old an upload no commit names must be before the vacuum takes it for a dead writer's.
+    /// (and `telltale sql --as-of`) before the vacuum after a compaction deletes it, and commit
+    /// files in `_delta_log/` once a checkpoint covers them; also how old an upload no commit
+    /// names must be before the vacuum takes it for a dead writer's.
     #[arg(long, env = "TELLTALE_LAKE_RETENTION_SECS", default_value_t = 3600)]
     pub lake_retention_secs: u64,
 
@@ -282,7 +283,11 @@ pub struct ScoringArgs {
     pub model: Option<PathBuf>,
 
     /// Sessions scored and published per step of a run; counters move after each step.
-    #[arg(long, env = "TELLTALE_SCORING_CHUNK_SESSIONS", default_value_t = 5_000)]
+    #[arg(
+        long,
+        env = "TELLTALE_SCORING_CHUNK_SESSIONS",
+        default_value_t = 50_000
+    )]
     pub scoring_chunk_sessions: usize,
 
     /// Most events a run holds in memory at once; larger surveys are read in several passes.

@@ -32,6 +32,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES)
         .await
         .context("opening the lake")?;
+    lake.set_retention(Duration::from_secs(args.lake_retention_secs));
     let instance = instance_id(storage)?;
     let mut config = IngestConfig::new(instance.clone(), storage.data_dir.join("wal"));
     config.flush_interval = Duration::from_millis(args.flush_interval_ms.max(100));

@@ -18,13 +18,16 @@
 //!   the commit returns: a caller truncates its write-ahead log on the strength of a commit.
 //!
 //! Checkpoints are written every [`CHECKPOINT_INTERVAL`] commits; commit files older than
-//! both a checkpoint and [`LOG_RETENTION`] are deleted after it. (A flush is a commit: every
-//! 10 s per instance at rest, several a second under load. Delta's default of 30 days would
-//! keep millions of commit files, and a local folder's listing grows with them; versions older
-//! than the lake retention of replaced files cannot be read whole anyway.)
+//! both a checkpoint and the lake's retention ([`DEFAULT_RETENTION`] unless the lake is told
+//! otherwise: the time a compaction's replaced files are kept) are deleted after it. Versions
+//! older than that retention cannot be read whole anyway. (A flush is a commit: every 10 s per
+//! instance at rest, several a second under load. Every commit lists `_delta_log/`, and a
+//! local folder is listed whole whatever the offset: 100,000 entries take about 50 ms here.
+//! Delta's default of 30 days would keep millions.)
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::tables::{EVENTS_SCHEMA, SCORES_SCHEMA};
 use crate::{LakeError, Store, TableKind};
@@ -37,12 +40,16 @@ use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::{DeltaTable, DeltaTableError, TableProperty};
 
-/// Commits between checkpoints.
-pub const CHECKPOINT_INTERVAL: u64 = 100;
+/// Commits between checkpoints: Delta's default (delta-rs's is 100), so a reader that loads a
+/// table cold replays at most 10 commit files. The checkpoints cost the writers nothing
+/// measurable: flush commits during scoring_run's load averaged 43.5 ms with 10 and 41.1 ms
+/// with 100 (benches/README.md); our tables hold a few hundred live files.
+pub const CHECKPOINT_INTERVAL: u64 = 10;
 
-/// How long commit files are kept once a newer checkpoint covers them: how far back
-/// `telltale sql --as-of` can reach (while the files it needs are kept).
-pub const LOG_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+/// How long commit files are kept once a newer checkpoint covers them, unless the lake is told
+/// otherwise ([`Lake::set_retention`](crate::Lake::set_retention)): how far back
+/// `telltale sql --as-of` can reach. The server's default lake retention.
+pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
 /// How many times a commit is tried again after losing a race it need not lose (another
 /// writer's commit that touched none of its removed files).
@@ -105,6 +112,9 @@ pub struct Table {
     kind: TableKind,
     store: Store,
     log_store: LogStoreRef,
+    /// Milliseconds commit files are kept after a checkpoint covers them (shared by the lake's
+    /// tables).
+    log_retention_ms: Arc<AtomicU64>,
     state: Arc<tokio::sync::Mutex<DeltaTable>>,
     /// Application transaction versions this process read from the log or committed itself,
     /// so that a commit need not replay the log to find its writer's last version (one app id
@@ -180,6 +190,7 @@ impl Table {
         lake: &Store,
         kind: TableKind,
         feature_names: &[&str],
+        log_retention_ms: Arc<AtomicU64>,
     ) -> Result<Table, LakeError> {
         let (prefixed, root) = lake.table_stores(kind.as_str());
         let location = lake.table_url(kind.as_str())?;
@@ -232,6 +243,7 @@ impl Table {
             kind,
             store: lake.clone(),
             log_store,
+            log_retention_ms,
             state: Arc::new(tokio::sync::Mutex::new(table)),
             app_versions: Arc::default(),
         })
@@ -551,8 +563,10 @@ impl Table {
         self.store
             .sync_delta_checkpoint(self.kind.as_str(), version)
             .await?;
-        let cutoff = chrono::Utc::now().timestamp_millis()
-            - i64::try_from(LOG_RETENTION.as_millis()).unwrap_or(i64::MAX);
+        let retention = self.log_retention_ms.load(Ordering::Relaxed);
+        let cutoff = chrono::Utc::now()
+            .timestamp_millis()
+            .saturating_sub(i64::try_from(retention).unwrap_or(i64::MAX));
         deltalake_core::checkpoints::cleanup_expired_logs_for(
             version,
             self.log_store.as_ref(),
@@ -619,6 +633,11 @@ fn statistics(file: &NewFile) -> String {
 mod tests {
     use super::*;
 
+    /// The server's default: commit files stay for an hour after a checkpoint.
+    fn retention() -> Arc<AtomicU64> {
+        Arc::new(AtomicU64::new(DEFAULT_RETENTION.as_millis() as u64))
+    }
+
     const SURVEY: &str = "00112233445566778899aabb";
 
     fn new_file(name: &str, rows: u64) -> NewFile {
@@ -647,7 +666,7 @@ mod tests {
     #[tokio::test]
     async fn an_append_with_an_application_transaction_commits_once() {
         let (dir, lake) = lake().await;
-        let table = Table::open(&lake, TableKind::Events, &[])
+        let table = Table::open(&lake, TableKind::Events, &[], retention())
             .await
             .expect("open");
         assert_eq!(table.app_version("ingest-a").await.expect("txn"), None);
@@ -690,7 +709,7 @@ mod tests {
                 .is_empty()
         );
         // A second handle (another instance) sees the commit.
-        let other = Table::open(&lake, TableKind::Events, &[])
+        let other = Table::open(&lake, TableKind::Events, &[], retention())
             .await
             .expect("open");
         assert_eq!(other.app_version("ingest-a").await.expect("txn"), Some(5));
@@ -704,7 +723,7 @@ mod tests {
     #[tokio::test]
     async fn a_replacement_commits_only_while_its_files_are_live() {
         let (_dir, lake) = lake().await;
-        let table = Table::open(&lake, TableKind::Events, &[])
+        let table = Table::open(&lake, TableKind::Events, &[], retention())
             .await
             .expect("open");
         let (a, b) = (new_file("a-1-1", 1), new_file("a-2-2", 1));
@@ -752,13 +771,13 @@ mod tests {
     #[tokio::test]
     async fn instances_appending_at_once_all_commit() {
         let (_dir, lake) = lake().await;
-        let first = Table::open(&lake, TableKind::Events, &[])
+        let first = Table::open(&lake, TableKind::Events, &[], retention())
             .await
             .expect("open");
         let mut tasks = Vec::new();
         for instance in 0..3 {
             // Each instance has its own handle, as separate processes would.
-            let table = Table::open(&lake, TableKind::Events, &[])
+            let table = Table::open(&lake, TableKind::Events, &[], retention())
                 .await
                 .expect("open");
             tasks.push(tokio::spawn(async move {
@@ -787,7 +806,7 @@ mod tests {
     #[tokio::test]
     async fn checkpoints_are_written_and_the_log_names_no_session() {
         let (dir, lake) = lake().await;
-        let table = Table::open(&lake, TableKind::Events, &[])
+        let table = Table::open(&lake, TableKind::Events, &[], retention())
             .await
             .expect("open");
         for lsn in 1..=CHECKPOINT_INTERVAL {
@@ -803,13 +822,16 @@ mod tests {
             log.join(format!("{CHECKPOINT_INTERVAL:020}.checkpoint.parquet"))
                 .exists()
         );
-        let reopened = Table::open(&lake, TableKind::Events, &[])
+        let reopened = Table::open(&lake, TableKind::Events, &[], retention())
             .await
             .expect("open");
-        assert_eq!(reopened.live_files(None).await.expect("files").len(), 100);
+        assert_eq!(
+            reopened.live_files(None).await.expect("files").len() as u64,
+            CHECKPOINT_INTERVAL
+        );
         assert_eq!(
             reopened.app_version("ingest-a").await.expect("txn"),
-            Some(100)
+            Some(CHECKPOINT_INTERVAL as i64)
         );
         // Statistics hold row counts and times, never a session column.
         let commit = std::fs::read_to_string(log.join("00000000000000000001.json")).expect("read");
@@ -823,10 +845,10 @@ mod tests {
     #[tokio::test]
     async fn features_and_scores_tables_are_partitioned_by_survey() {
         let (dir, lake) = lake().await;
-        let features = Table::open(&lake, TableKind::Features, &["pointer_speed"])
+        let features = Table::open(&lake, TableKind::Features, &["pointer_speed"], retention())
             .await
             .expect("open");
-        let scores = Table::open(&lake, TableKind::Scores, &[])
+        let scores = Table::open(&lake, TableKind::Scores, &[], retention())
             .await
             .expect("open");
         let file = NewFile {

@@ -16,6 +16,7 @@
 //! (`scorer`) both write through this crate; neither knows the other.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::ObjectStore;
 
@@ -35,6 +36,8 @@ pub use tables::TableKind;
 #[derive(Debug, Clone)]
 pub struct Lake {
     store: Store,
+    /// See [`Lake::set_retention`].
+    retention_ms: Arc<AtomicU64>,
     events: Table,
     features: Table,
     scores: Table,
@@ -49,17 +52,42 @@ impl Lake {
     pub async fn open(url: &str, feature_names: &[&str]) -> Result<Lake, LakeError> {
         let store = Store::open(url)?;
         store.refuse_pre_delta_layout().await?;
+        let retention_ms = Arc::new(AtomicU64::new(millis(delta::DEFAULT_RETENTION)));
         let (events, features, scores) = tokio::try_join!(
-            Table::open(&store, TableKind::Events, feature_names),
-            Table::open(&store, TableKind::Features, feature_names),
-            Table::open(&store, TableKind::Scores, feature_names),
+            Table::open(
+                &store,
+                TableKind::Events,
+                feature_names,
+                retention_ms.clone()
+            ),
+            Table::open(
+                &store,
+                TableKind::Features,
+                feature_names,
+                retention_ms.clone()
+            ),
+            Table::open(
+                &store,
+                TableKind::Scores,
+                feature_names,
+                retention_ms.clone()
+            ),
         )?;
         Ok(Lake {
             store,
+            retention_ms,
             events,
             features,
             scores,
         })
+    }
+
+    /// How long the tables' commit files are kept once a checkpoint covers them (how far back
+    /// time travel reaches): the retention the vacuum gives a compaction's replaced files, so
+    /// that a version is readable for as long as both its log and its files are kept.
+    pub fn set_retention(&self, retention: std::time::Duration) {
+        self.retention_ms
+            .store(millis(retention), Ordering::Relaxed);
     }
 
     /// The table of `kind`.
@@ -100,4 +128,8 @@ impl Lake {
     pub async fn delete(&self, path: &str) -> Result<(), LakeError> {
         self.store.delete(path).await
     }
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
