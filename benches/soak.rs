@@ -569,7 +569,7 @@ fn verify_lake(
     let sql = format!(
         "WITH lake AS (
              SELECT session_id, CAST(x AS BIGINT) AS x, count(*) AS n, count(DISTINCT y) AS events
-             FROM read_parquet('{lake}/events/**/*.parquet', hive_partitioning = true)
+             FROM read_parquet('{lake}/events/survey_id=*/**/*.parquet', hive_partitioning = true)
              WHERE session_id LIKE '50a50a50-%'
              GROUP BY session_id, x),
          acked AS (SELECT DISTINCT session_id, CAST(x AS BIGINT) AS x FROM read_csv_auto('{acked}'))

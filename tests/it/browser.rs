@@ -187,7 +187,7 @@ async fn a_real_browser_session_is_captured_and_its_answers_are_not() {
         );
     }
     let rows = duckdb_query(&format!(
-        "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM read_parquet('{}/**/*.parquet', union_by_name = true)",
+        "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM read_parquet('{}/*/survey_id=*/**/*.parquet', union_by_name = true)",
         server.lake_dir().display()
     ));
     assert!(!rows.is_empty());

@@ -181,12 +181,13 @@ pub(crate) fn event_rows_by_session(server: &TestServer) -> BTreeMap<String, u64
 }
 
 /// Rows of any lake table (events, scores, features) that mention any of `needles`, in any
-/// column, found by DuckDB reading every Parquet file under the lake.
+/// column, found by DuckDB reading every data file of the tables (the tables' `_delta_log/`
+/// files, checkpoints included, are scanned byte by byte apart).
 pub(crate) fn lake_rows_mentioning(server: &TestServer, needles: &[&str]) -> Vec<Value> {
     let mut found = Vec::new();
     let lake = server.lake_dir();
     for table in ["events", "scores", "features"] {
-        let glob = format!("{}/{table}/**/*.parquet", lake.display());
+        let glob = format!("{}/{table}/survey_id=*/**/*.parquet", lake.display());
         let any_file = files_under(&lake.join(table))
             .iter()
             .any(|path| path.extension().is_some_and(|ext| ext == "parquet"));

@@ -782,7 +782,10 @@ impl TestServer {
 
     /// The glob of every events Parquet file in (a copy of) this server's lake.
     pub(crate) fn events_glob(&self) -> String {
-        format!("{}/events/**/*.parquet", self.lake_dir().display())
+        format!(
+            "{}/events/survey_id=*/**/*.parquet",
+            self.lake_dir().display()
+        )
     }
 }
 

@@ -126,7 +126,7 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
 
     let rows = duckdb_query(&format!(
         "SELECT reference, webdriver, headless_user_agent, pointer_moves, key_presses, \
-         input_without_keys FROM read_parquet('{}/features/**/*.parquet')",
+         input_without_keys FROM read_parquet('{}/features/survey_id=*/**/*.parquet')",
         server.lake_dir().display()
     ));
     let by_reference: HashMap<&str, &Value> = rows
