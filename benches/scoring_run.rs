@@ -229,7 +229,6 @@ fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64)> {
     files
 }
 
-/// Parquet files under `dir`.
 /// Parquet data files under `dir`: live ones and, with Delta tables, the ones a compaction
 /// replaced that the retention keeps for older snapshots; not the log's checkpoints.
 fn count_files(dir: &std::path::Path) -> usize {
