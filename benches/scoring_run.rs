@@ -394,6 +394,9 @@ async fn main() -> anyhow::Result<()> {
     // 1. The throughput survey.
     let (survey, tracking_key) = provision(&client, &server, "bench-throughput").await?;
     let commits_before_load = lake_commits(&client, &server).await?;
+    // The collector's and the flusher's memory under load (the flush size bounds the latter).
+    let stop_load_rss = Arc::new(AtomicBool::new(false));
+    let load_rss = watch_rss(pid, stop_load_rss.clone());
     let loading = Instant::now();
     let (sessions, events, throughput_references) = load_survey(
         &client,
@@ -413,9 +416,12 @@ async fn main() -> anyhow::Result<()> {
 
     // Scoring throughput, not ingest: let the flusher catch up before the run starts.
     let settled = wait_for_quiet_lake(&data_dir.path().join("lake/events")).await?;
+    stop_load_rss.store(true, Ordering::Relaxed);
+    let load_peak_rss = load_rss.join().unwrap_or(0);
     println!(
-        "  lake settled {:.1} s after loading ended",
-        settled.as_secs_f64()
+        "  lake settled {:.1} s after loading ended; server RSS peak {:.1} MiB while loading and flushing",
+        settled.as_secs_f64(),
+        load_peak_rss as f64 / 1024.0
     );
     let commits_before_run = lake_commits(&client, &server).await?;
     print_commits("loading", &commits_before_load, &commits_before_run);

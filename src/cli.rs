@@ -185,7 +185,7 @@ pub struct ServeArgs {
     pub flush_interval_ms: u64,
 
     /// Buffered request bytes that trigger a flush to the lake before the interval.
-    #[arg(long, env = "TELLTALE_FLUSH_BYTES", default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, env = "TELLTALE_FLUSH_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub flush_bytes: usize,
 
     /// Collector requests per second allowed from one client IP (0: unlimited).

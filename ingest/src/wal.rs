@@ -27,7 +27,7 @@
 //! catalog's fsyncs share. (`benches/ceiling.rs` measured the difference: an open-loop p99 of
 //! 3.3-4.1 ms overwriting against 6.8-44 ms appending.) When no free file is ready, the helper
 //! creates a new one, so a roll inside the writer is still a rename. Either way the helper fills
-//! the spare with zeros to 16 MiB and syncs it first, so that a new segment, or a recycled one
+//! the spare with zeros to 40 MiB and syncs it first, so that a new segment, or a recycled one
 //! longer than its predecessor, is written in place too.
 //!
 //! Recycled files hold old bodies past the write position. An erasure must leave none of them:
@@ -60,11 +60,11 @@ const SLOW_SYNC: Duration = Duration::from_millis(50);
 /// truncation returned, so a few suffice.
 const MAX_FREE_FILES: usize = 3;
 /// Size the helper fills every spare to, with zeros written and synced, before offering it. A
-/// segment usually ends at the next flush (about `--flush-bytes`, 8 MiB by default), so the
-/// writer's records land in blocks the file already has and its `fdatasync`s carry data only,
+/// segment usually ends at the next flush (about `--flush-bytes`, 32 MiB by default, plus what
+/// arrives while that flush commits), so the writer's records land in blocks the file already has and its `fdatasync`s carry data only,
 /// never new blocks or a new size. A recycled file shorter than this is extended once; zeros
 /// read as the end of a segment (an empty payload does not decode).
-const PREALLOCATED_BYTES: u64 = 16 * 1024 * 1024;
+const PREALLOCATED_BYTES: u64 = 40 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {

@@ -61,7 +61,7 @@ impl IngestConfig {
             wal_dir,
             stats_interval: Duration::from_millis(200),
             flush_interval: Duration::from_secs(10),
-            flush_bytes: 8 * 1024 * 1024,
+            flush_bytes: 32 * 1024 * 1024,
             max_buffered_bytes: 128 * 1024 * 1024,
         }
     }

@@ -295,7 +295,7 @@ fn fuzz_corpus_root() -> PathBuf {
 
 /// Replay's contract on a segment of any bytes: no panic, and the records it keeps have
 /// rising positions. With `reopen` (the full open, which also starts the log's writer and
-/// fills a 16 MiB spare, so only for some inputs): the log it recovers takes a new record,
+/// fills a 40 MiB spare, so only for some inputs): the log it recovers takes a new record,
 /// which the next replay returns after the same records.
 fn replay_recovers_a_usable_log(bytes: &[u8], reopen: bool) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|error| error.to_string())?;
