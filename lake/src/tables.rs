@@ -141,6 +141,11 @@ pub fn writer_properties(kind: TableKind) -> WriterProperties {
     }
 }
 
+/// Rows per row group of an `events` file. DuckDB's default size: small enough that erasing a
+/// session from a large compacted file re-encodes one row group and copies the others as they
+/// are (see `rewrite`).
+pub const EVENTS_ROW_GROUP_ROWS: usize = 128 * 1024;
+
 /// `events`: zstd, page statistics, sorted by session; the time and coordinate columns, which
 /// change by small steps, delta-encoded rather than dictionary-encoded.
 fn events_writer_properties() -> WriterProperties {
@@ -152,9 +157,7 @@ fn events_writer_properties() -> WriterProperties {
             descending: false,
             nulls_first: false,
         }]))
-        // DuckDB's default size. Small enough that erasing a session from a large compacted
-        // file re-encodes one row group and copies the others as they are (see `rewrite`).
-        .set_max_row_group_row_count(Some(128 * 1024));
+        .set_max_row_group_row_count(Some(EVENTS_ROW_GROUP_ROWS));
     for column in ["received_at", "event_time", "x", "y"] {
         let path = ColumnPath::from(column);
         builder = builder
@@ -176,6 +179,31 @@ pub fn encode(
     writer.write(batch)?;
     writer.close()?;
     Ok(buffer)
+}
+
+/// Encodes batches given one after another as one Parquet file of `kind`, so that a large file
+/// is built a row group at a time rather than from one batch holding all its rows (a flush's
+/// memory then does not grow with `--flush-bytes`). Batches of an `events` file must follow
+/// each other in session order.
+#[derive(Debug)]
+pub struct FileEncoder {
+    writer: ArrowWriter<Vec<u8>>,
+}
+
+impl FileEncoder {
+    pub fn new(kind: TableKind, schema: SchemaRef) -> Result<Self, parquet::errors::ParquetError> {
+        let writer = ArrowWriter::try_new(Vec::new(), schema, Some(writer_properties(kind)))?;
+        Ok(Self { writer })
+    }
+
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), parquet::errors::ParquetError> {
+        self.writer.write(batch)
+    }
+
+    /// Writes the last row group and the footer; returns the file's bytes.
+    pub fn finish(self) -> Result<Vec<u8>, parquet::errors::ParquetError> {
+        self.writer.into_inner()
+    }
 }
 
 /// The object path of the events file a flush writes.

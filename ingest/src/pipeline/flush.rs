@@ -487,6 +487,10 @@ pub(super) fn build_event_files(
 
     let mut files = Vec::new();
     let mut builder = EventsBatchBuilder::new();
+    // Rows go to the encoder a row group at a time, so a flush holds one row group's columns
+    // however large the flush.
+    let mut encoder: Option<tables::FileEncoder> = None;
+    let mut row_count = 0u64;
     let mut start = 0;
     while start < ordered.len() {
         let (day, first) = &ordered[start];
@@ -544,14 +548,15 @@ pub(super) fn build_event_files(
                 None => (record.received_at, record.received_at),
                 Some((min, max)) => (min.min(record.received_at), max.max(record.received_at)),
             });
+            if builder.len() >= tables::EVENTS_ROW_GROUP_ROWS {
+                row_count += encode_rows(&mut builder, &mut encoder)?;
+            }
         }
         if !builder.is_empty() {
-            let row_count = builder.len() as u64;
-            let batch = builder
-                .finish()
-                .map_err(|error| IngestError::Encode(error.to_string()))?;
-            let bytes = tables::encode(TableKind::Events, &batch)
-                .map_err(|error| IngestError::Encode(error.to_string()))?;
+            row_count += encode_rows(&mut builder, &mut encoder)?;
+        }
+        if let Some(encoder) = encoder.take() {
+            let bytes = encoder.finish().map_err(encode_error)?;
             let file = NewFile {
                 path: tables::events_file_path(
                     survey_id.as_str(),
@@ -563,7 +568,7 @@ pub(super) fn build_event_files(
                 survey_id: survey_id.as_str().to_owned(),
                 date: Some(date),
                 size: bytes.len() as u64,
-                rows: row_count,
+                rows: std::mem::take(&mut row_count),
                 received,
             };
             files.push((bytes, file));
@@ -571,4 +576,25 @@ pub(super) fn build_event_files(
         start = end;
     }
     Ok(files)
+}
+
+/// Hands what `builder` holds to `encoder`, started on the first rows of a file; returns the
+/// rows handed over.
+fn encode_rows(
+    builder: &mut EventsBatchBuilder,
+    encoder: &mut Option<tables::FileEncoder>,
+) -> Result<u64, IngestError> {
+    let batch = builder.finish().map_err(encode_error)?;
+    let encoder = match encoder {
+        Some(encoder) => encoder,
+        None => encoder.insert(
+            tables::FileEncoder::new(TableKind::Events, batch.schema()).map_err(encode_error)?,
+        ),
+    };
+    encoder.write(&batch).map_err(encode_error)?;
+    Ok(batch.num_rows() as u64)
+}
+
+fn encode_error(error: impl std::fmt::Display) -> IngestError {
+    IngestError::Encode(error.to_string())
 }

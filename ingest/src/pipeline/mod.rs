@@ -556,6 +556,74 @@ mod tests {
         Bytes::from(format!("{{\"events\":[{}]}}", events.join(",")))
     }
 
+    /// A flush larger than a row group is encoded a row group at a time into one file: every
+    /// row once, in session order, in full row groups but the last.
+    #[test]
+    fn a_large_flush_is_one_file_of_full_row_groups() {
+        let survey_id = SurveyId::parse("00112233445566778899aabb").expect("id");
+        let (sessions, batches, per_batch) = (3, 500, 100);
+        let mut records = Vec::new();
+        let mut lsn = 0;
+        // Interleaved as they arrive; the flush sorts them by session.
+        for batch in 0..batches {
+            for session in 0..sessions {
+                lsn += 1;
+                records.push(Arc::new(WalRecord {
+                    lsn,
+                    received_at: 1_763_800_000_000 + lsn as i64,
+                    survey_id: survey_id.clone(),
+                    identifier: format!("session-{session}"),
+                    body: pointer_batch(batch * per_batch, per_batch),
+                }));
+            }
+        }
+        let files = flush::build_event_files(&records, &HashMap::new(), None, "test", 1, lsn)
+            .expect("files");
+        assert_eq!(files.len(), 1, "one survey, one day: one file");
+        let (bytes, file) = &files[0];
+        let total = (sessions * batches * per_batch) as usize;
+        assert_eq!(file.rows, total as u64);
+
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes.clone())).expect("parquet");
+        let groups: Vec<usize> = reader
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|group| group.num_rows() as usize)
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                tables::EVENTS_ROW_GROUP_ROWS,
+                total - tables::EVENTS_ROW_GROUP_ROWS
+            ]
+        );
+        let mut rows = Vec::new();
+        for batch in reader.build().expect("reader") {
+            let batch = batch.expect("batch");
+            let sessions = arrow::compute::cast(
+                batch.column_by_name("session_id").expect("session_id"),
+                &arrow::datatypes::DataType::Utf8,
+            )
+            .expect("cast");
+            let sessions = sessions.as_string::<i32>();
+            let xs = batch
+                .column_by_name("x")
+                .expect("x")
+                .as_primitive::<Int32Type>();
+            for row in 0..batch.num_rows() {
+                rows.push((sessions.value(row).to_owned(), xs.value(row)));
+            }
+        }
+        let expected: Vec<(String, i32)> = (0..sessions)
+            .flat_map(|session| {
+                (0..batches * per_batch).map(move |x| (format!("session-{session}"), x))
+            })
+            .collect();
+        assert_eq!(rows, expected);
+    }
+
     /// (session, x) of every row of every live events file.
     async fn read_events(fixture: &Fixture) -> Vec<(String, i32)> {
         let files = fixture
