@@ -299,6 +299,7 @@ impl Scorer {
             scan_ms = phases.scan.as_millis() as u64,
             features_ms = phases.features.as_millis() as u64,
             publish_ms = phases.publish.as_millis() as u64,
+            record_ms = phases.record.as_millis() as u64,
             "scoring run phases"
         );
         Ok(())
@@ -507,11 +508,13 @@ impl Scorer {
             }
         }
         if matches!(published, Ok(true)) {
+            let recording = std::time::Instant::now();
             published = self
                 .catalog
                 .record_scores(&run.survey_id, &run.id, &self.owner, &new_scores)
                 .await
                 .map_err(Stop::from);
+            phases.record += recording.elapsed();
         }
         if !matches!(published, Ok(true)) {
             // Not recorded: the files are not data. Take them back now rather than leave them
@@ -609,7 +612,10 @@ struct Phases {
     plan: Duration,
     scan: Duration,
     features: Duration,
+    /// Encoding, uploading and committing the features and scores files, and `record`.
     publish: Duration,
+    /// The catalog's fenced upsert of the scores (part of `publish`).
+    record: Duration,
 }
 
 #[derive(Debug, Clone)]
