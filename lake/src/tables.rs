@@ -173,12 +173,10 @@ pub fn encode(
     kind: TableKind,
     batch: &RecordBatch,
 ) -> Result<Vec<u8>, parquet::errors::ParquetError> {
-    let mut buffer = Vec::with_capacity(batch.get_array_memory_size() / 4 + 1024);
-    let mut writer =
-        ArrowWriter::try_new(&mut buffer, batch.schema(), Some(writer_properties(kind)))?;
-    writer.write(batch)?;
-    writer.close()?;
-    Ok(buffer)
+    let buffer = Vec::with_capacity(batch.get_array_memory_size() / 4 + 1024);
+    let mut encoder = FileEncoder::with_buffer(kind, batch.schema(), buffer)?;
+    encoder.write(batch)?;
+    encoder.finish()
 }
 
 /// Encodes batches given one after another as one Parquet file of `kind`, so that a large file
@@ -192,7 +190,15 @@ pub struct FileEncoder {
 
 impl FileEncoder {
     pub fn new(kind: TableKind, schema: SchemaRef) -> Result<Self, parquet::errors::ParquetError> {
-        let writer = ArrowWriter::try_new(Vec::new(), schema, Some(writer_properties(kind)))?;
+        Self::with_buffer(kind, schema, Vec::new())
+    }
+
+    fn with_buffer(
+        kind: TableKind,
+        schema: SchemaRef,
+        buffer: Vec<u8>,
+    ) -> Result<Self, parquet::errors::ParquetError> {
+        let writer = ArrowWriter::try_new(buffer, schema, Some(writer_properties(kind)))?;
         Ok(Self { writer })
     }
 

@@ -487,10 +487,6 @@ pub(super) fn build_event_files(
 
     let mut files = Vec::new();
     let mut builder = EventsBatchBuilder::new();
-    // Rows go to the encoder a row group at a time, so a flush holds one row group's columns
-    // however large the flush.
-    let mut encoder: Option<tables::FileEncoder> = None;
-    let mut row_count = 0u64;
     let mut start = 0;
     while start < ordered.len() {
         let (day, first) = &ordered[start];
@@ -502,6 +498,10 @@ pub(super) fn build_event_files(
                 .take_while(|(other_day, other)| other_day == day && &other.survey_id == survey_id)
                 .count();
         let mut received: Option<(i64, i64)> = None;
+        // Rows go to the encoder a row group at a time, so a flush holds one row group's
+        // columns however large the flush.
+        let mut encoder: Option<tables::FileEncoder> = None;
+        let mut row_count = 0u64;
         for (_, record) in &ordered[start..end] {
             // Bodies in the log were validated before they were logged.
             let Ok(rows) = event_row::decode_batch(&record.body) else {
@@ -555,7 +555,7 @@ pub(super) fn build_event_files(
         if !builder.is_empty() {
             row_count += encode_rows(&mut builder, &mut encoder)?;
         }
-        if let Some(encoder) = encoder.take() {
+        if let Some(encoder) = encoder {
             let bytes = encoder.finish().map_err(encode_error)?;
             let file = NewFile {
                 path: tables::events_file_path(
@@ -568,7 +568,7 @@ pub(super) fn build_event_files(
                 survey_id: survey_id.as_str().to_owned(),
                 date: Some(date),
                 size: bytes.len() as u64,
-                rows: std::mem::take(&mut row_count),
+                rows: row_count,
                 received,
             };
             files.push((bytes, file));
