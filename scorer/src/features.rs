@@ -42,6 +42,14 @@ macro_rules! features {
                 vec![$(self.$name),*]
             }
 
+            /// Features from values in the order of [`Self::NAMES`]; `None` unless there is
+            /// exactly one value per feature.
+            pub fn from_values(values: &[f64]) -> Option<Features> {
+                let mut values = values.iter().copied();
+                let features = Features { $( $name: values.next()?, )* };
+                values.next().is_none().then_some(features)
+            }
+
             /// The value of the feature called `name`.
             pub fn get(&self, name: &str) -> Option<f64> {
                 match name {
@@ -609,6 +617,18 @@ fn cv(values: &[f64]) -> f64 {
 mod tests {
     use super::*;
     use crate::trace::{Environment, KeyClass};
+
+    #[test]
+    fn features_come_back_from_their_values_and_only_from_one_per_feature() {
+        let values: Vec<f64> = (0..Features::NAMES.len()).map(|i| i as f64 * 0.5).collect();
+        let features = Features::from_values(&values).expect("one value per feature");
+        assert_eq!(features.values(), values);
+        assert_eq!(features.get(Features::NAMES[3]), Some(1.5));
+        assert!(Features::from_values(&values[1..]).is_none());
+        let mut more = values.clone();
+        more.push(0.0);
+        assert!(Features::from_values(&more).is_none());
+    }
 
     fn trace(events: Vec<TraceEvent>) -> SessionTrace {
         let mut trace = SessionTrace {
