@@ -258,6 +258,11 @@ impl Scorer {
         // Names this attempt's files apart from a crashed attempt's leftovers.
         let attempt = &catalog::ids::random_hex24()[..6];
         let mut sequence = 0usize;
+        // A step's publishing (encoding, uploads, Delta commits, the catalog's upsert: mostly
+        // waits on fsyncs and round trips) overlaps the next step's computing or the next
+        // pass's scan (CPU on rayon's pool and DataFusion's threads). At most one step waits
+        // to be published; its counters move once it is.
+        let mut pending: Option<Computed> = None;
         let passes = plan.passes(self.settings.max_events_per_pass);
         for pass in passes {
             let mut session_of_identifier = HashMap::new();
@@ -274,23 +279,53 @@ impl Scorer {
                 session_of_identifier: Arc::new(session_of_identifier),
                 sessions: pass.len(),
             };
-            let scanning = std::time::Instant::now();
-            let traces = scan_traces(&self.query, &files, &target).await?;
-            phases.scan += scanning.elapsed();
+            let (traces, scanning) = self
+                .overlapped(
+                    run,
+                    pending.take(),
+                    attempt,
+                    progress,
+                    on_progress,
+                    &mut phases,
+                    async {
+                        scan_traces(&self.query, &files, &target)
+                            .await
+                            .map_err(Stop::from)
+                    },
+                )
+                .await?;
+            phases.scan += scanning;
             let mut work: Vec<(&PlannedSession, SessionTrace)> =
                 pass.iter().copied().zip(traces).collect();
             while !work.is_empty() {
                 let rest = work.split_off(work.len().min(self.settings.chunk_sessions));
                 let chunk = std::mem::replace(&mut work, rest);
                 sequence += 1;
-                self.score_chunk(run, chunk, attempt, sequence, progress, &mut phases)
+                let (computed, computing) = self
+                    .overlapped(
+                        run,
+                        pending.take(),
+                        attempt,
+                        progress,
+                        on_progress,
+                        &mut phases,
+                        self.compute(chunk, sequence),
+                    )
                     .await?;
-                self.report(run, progress, on_progress).await?;
-                if !self.settings.pause_between_chunks.is_zero() {
-                    tokio::time::sleep(self.settings.pause_between_chunks).await;
-                }
+                phases.features += computing;
+                pending = Some(computed);
             }
         }
+        self.overlapped(
+            run,
+            pending.take(),
+            attempt,
+            progress,
+            on_progress,
+            &mut phases,
+            async { Ok::<(), Stop>(()) },
+        )
+        .await?;
         tracing::info!(
             run = %run.id,
             sessions = plan.sessions.len(),
@@ -416,32 +451,89 @@ impl Scorer {
         Ok(plan)
     }
 
-    async fn score_chunk(
+    /// Publishes `step` (when there is one) while `work` runs, then reports the progress and
+    /// pauses as the settings ask. Returns `work`'s output and its own duration.
+    #[allow(clippy::too_many_arguments)]
+    async fn overlapped<T>(
         &self,
         run: &ScoringRun,
-        chunk: Vec<(&PlannedSession, SessionTrace)>,
+        step: Option<Computed>,
         attempt: &str,
-        sequence: usize,
         progress: &Mutex<RunProgress>,
+        on_progress: &(dyn Fn(&RunProgress) + Send + Sync),
         phases: &mut Phases,
-    ) -> Result<(), Stop> {
-        let model = self.model.clone();
-        let computing = std::time::Instant::now();
+        work: impl std::future::Future<Output = Result<T, Stop>>,
+    ) -> Result<(T, Duration), Stop> {
+        let published_one = step.is_some();
+        let timed = async {
+            let started = std::time::Instant::now();
+            let output = work.await;
+            (output, started.elapsed())
+        };
+        let (published, (output, took)) = tokio::join!(
+            async {
+                match step {
+                    Some(step) => self.publish(run, step, attempt, progress).await.map(Some),
+                    None => Ok(None),
+                }
+            },
+            timed
+        );
+        // A failed or fenced-off publication ends the run whatever the work came to.
+        if let Some(timing) = published? {
+            phases.publish += timing.publish;
+            phases.record += timing.record;
+        }
+        if published_one {
+            self.report(run, progress, on_progress).await?;
+            if !self.settings.pause_between_chunks.is_zero() {
+                tokio::time::sleep(self.settings.pause_between_chunks).await;
+            }
+        }
+        Ok((output?, took))
+    }
+
+    /// Features and scores of one step's sessions.
+    async fn compute(
+        &self,
+        chunk: Vec<(&PlannedSession, SessionTrace)>,
+        sequence: usize,
+    ) -> Result<Computed, Stop> {
         let owned: Vec<(String, SessionTrace)> = chunk
             .into_iter()
             .map(|(session, trace)| (session.reference.clone(), trace))
             .collect();
-        let results = score_sessions(model, owned).await?;
-        phases.features += computing.elapsed();
-        let publishing = std::time::Instant::now();
-        let mut scored = Vec::new();
-        let mut failures = Vec::new();
+        let results = score_sessions(self.model.clone(), owned).await?;
+        let mut computed = Computed {
+            scored: Vec::new(),
+            failures: Vec::new(),
+            sequence,
+        };
         for result in results {
             match result {
-                Ok(session) => scored.push(session),
-                Err(failure) => failures.push(failure),
+                Ok(session) => computed.scored.push(session),
+                Err(failure) => computed.failures.push(failure),
             }
         }
+        Ok(computed)
+    }
+
+    /// Writes one step's results to the lake and records them in the catalog, then moves the
+    /// counters.
+    async fn publish(
+        &self,
+        run: &ScoringRun,
+        step: Computed,
+        attempt: &str,
+        progress: &Mutex<RunProgress>,
+    ) -> Result<PublishTiming, Stop> {
+        let publishing = std::time::Instant::now();
+        let mut timing = PublishTiming::default();
+        let Computed {
+            scored,
+            failures,
+            sequence,
+        } = step;
         let now = catalog::now_millis();
         let survey = run.survey_id.as_str();
         let run_id = run.id.as_str();
@@ -514,7 +606,7 @@ impl Scorer {
                 .record_scores(&run.survey_id, &run.id, &self.owner, &new_scores)
                 .await
                 .map_err(Stop::from);
-            phases.record += recording.elapsed();
+            timing.record = recording.elapsed();
         }
         if !matches!(published, Ok(true)) {
             // Not recorded: the files are not data. Take them back now rather than leave them
@@ -545,12 +637,12 @@ impl Scorer {
         if !published? {
             return Err(Stop::LeaseLost);
         }
-        phases.publish += publishing.elapsed();
+        timing.publish = publishing.elapsed();
         let mut p = progress.lock();
         p.scored += scored.len() as u64;
         p.failed += failures.len() as u64;
         p.failures.extend(failures);
-        Ok(())
+        Ok(timing)
     }
 }
 
@@ -605,7 +697,23 @@ fn score_one(
     }
 }
 
-/// Where a run's time went, logged when it completes.
+/// A step's sessions with their features and scores, waiting to be published.
+#[derive(Debug)]
+struct Computed {
+    scored: Vec<ScoredSession>,
+    failures: Vec<ScoringFailure>,
+    sequence: usize,
+}
+
+/// How long one step's publication took.
+#[derive(Debug, Default)]
+struct PublishTiming {
+    publish: Duration,
+    record: Duration,
+}
+
+/// Where a run's time went, logged when it completes. Publishing overlaps the next step's
+/// features or the next pass's scan, so the phases can add up to more than the run.
 #[derive(Debug, Default)]
 struct Phases {
     flush: Duration,
