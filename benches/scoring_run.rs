@@ -581,6 +581,17 @@ async fn main() -> anyhow::Result<()> {
                 bail!("lookup failed: {status} {rows}");
             }
         }
+        // By quarter, to tell a cold start (the first requests read the catalog's pages for the
+        // first time) from a steady tail.
+        let quarters: Vec<String> = latencies
+            .chunks(latencies.len().div_ceil(4).max(1))
+            .map(|part| {
+                let mut part = part.to_vec();
+                part.sort();
+                format!("{:.2}", percentile(&part, 0.99))
+            })
+            .collect();
+        println!("  lookup p99 by quarter, ms: {}", quarters.join(", "));
         latencies.sort();
         println!(
             "  lookup of 100 references, {lookups} requests: p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  (target p99 <= 5)",
