@@ -98,6 +98,20 @@ struct Step {
     missing_left: bool,
 }
 
+impl Step {
+    /// A leaf at `index` of [`Resolved::steps`]: both branches lead back to it, adding nothing.
+    fn leaf(index: u32) -> Step {
+        Step {
+            threshold: 0.0,
+            effects: [0.0, 0.0],
+            children: [index, index],
+            read: 0,
+            feature: 0,
+            missing_left: false,
+        }
+    }
+}
+
 /// Trees walked side by side: one walk is a chain of dependent loads (node, value, compare,
 /// child), so [`LANES`] independent chains in one loop keep the core busy where one would
 /// leave it waiting. Scores are the same, bit for bit, as walking the trees one by one over
@@ -322,15 +336,7 @@ impl Model {
                     deviation,
                 } = node
                 else {
-                    let own = index_of(position)?;
-                    model.resolved.steps.push(Step {
-                        threshold: 0.0,
-                        effects: [0.0, 0.0],
-                        children: [own, own],
-                        read: 0,
-                        feature: 0,
-                        missing_left: false,
-                    });
+                    model.resolved.steps.push(Step::leaf(index_of(position)?));
                     continue;
                 };
                 let own = index(feature)?;
@@ -375,14 +381,7 @@ impl Model {
             // Lanes past the last tree: a leaf that adds nothing.
             let nothing = u32::try_from(model.resolved.steps.len())
                 .map_err(|_| ModelError::Tree(model.trees.len(), "too many nodes"))?;
-            model.resolved.steps.push(Step {
-                threshold: 0.0,
-                effects: [0.0, 0.0],
-                children: [nothing, nothing],
-                read: 0,
-                feature: 0,
-                missing_left: false,
-            });
+            model.resolved.steps.push(Step::leaf(nothing));
             walks.resize(walks.len().next_multiple_of(LANES), (nothing, 0, 0.0));
         }
         for lanes in walks.chunks(LANES) {

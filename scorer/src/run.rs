@@ -262,7 +262,13 @@ impl Scorer {
         // waits on fsyncs and round trips) overlaps the next step's computing or the next
         // pass's scan (CPU on rayon's pool and DataFusion's threads). At most one step waits
         // to be published; its counters move once it is.
-        let mut pending: Option<Computed> = None;
+        let mut pipeline = Pipeline {
+            run,
+            attempt,
+            progress,
+            on_progress,
+            pending: None,
+        };
         let passes = plan.passes(self.settings.max_events_per_pass);
         for pass in passes {
             let mut session_of_identifier = HashMap::new();
@@ -279,21 +285,12 @@ impl Scorer {
                 session_of_identifier: Arc::new(session_of_identifier),
                 sessions: pass.len(),
             };
-            let (traces, scanning) = self
-                .overlapped(
-                    run,
-                    pending.take(),
-                    attempt,
-                    progress,
-                    on_progress,
-                    &mut phases,
-                    async {
-                        scan_traces(&self.query, &files, &target)
-                            .await
-                            .map_err(Stop::from)
-                    },
-                )
-                .await?;
+            let scan = async {
+                scan_traces(&self.query, &files, &target)
+                    .await
+                    .map_err(Stop::from)
+            };
+            let (traces, scanning) = self.overlapped(&mut pipeline, &mut phases, scan).await?;
             phases.scan += scanning;
             let mut work: Vec<(&PlannedSession, SessionTrace)> =
                 pass.iter().copied().zip(traces).collect();
@@ -301,31 +298,15 @@ impl Scorer {
                 let rest = work.split_off(work.len().min(self.settings.chunk_sessions));
                 let chunk = std::mem::replace(&mut work, rest);
                 sequence += 1;
-                let (computed, computing) = self
-                    .overlapped(
-                        run,
-                        pending.take(),
-                        attempt,
-                        progress,
-                        on_progress,
-                        &mut phases,
-                        self.compute(chunk, sequence),
-                    )
-                    .await?;
+                let compute = self.compute(chunk, sequence);
+                let (computed, computing) =
+                    self.overlapped(&mut pipeline, &mut phases, compute).await?;
                 phases.features += computing;
-                pending = Some(computed);
+                pipeline.pending = Some(computed);
             }
         }
-        self.overlapped(
-            run,
-            pending.take(),
-            attempt,
-            progress,
-            on_progress,
-            &mut phases,
-            async { Ok::<(), Stop>(()) },
-        )
-        .await?;
+        let nothing = async { Ok::<(), Stop>(()) };
+        self.overlapped(&mut pipeline, &mut phases, nothing).await?;
         tracing::info!(
             run = %run.id,
             sessions = plan.sessions.len(),
@@ -451,41 +432,40 @@ impl Scorer {
         Ok(plan)
     }
 
-    /// Publishes `step` (when there is one) while `work` runs, then reports the progress and
-    /// pauses as the settings ask. Returns `work`'s output and its own duration.
-    #[allow(clippy::too_many_arguments)]
+    /// Publishes the pipeline's pending step (when there is one) while `work` runs, then
+    /// reports the progress and pauses as the settings ask. Returns `work`'s output and its own
+    /// duration.
     async fn overlapped<T>(
         &self,
-        run: &ScoringRun,
-        step: Option<Computed>,
-        attempt: &str,
-        progress: &Mutex<RunProgress>,
-        on_progress: &(dyn Fn(&RunProgress) + Send + Sync),
+        pipeline: &mut Pipeline<'_>,
         phases: &mut Phases,
         work: impl std::future::Future<Output = Result<T, Stop>>,
     ) -> Result<(T, Duration), Stop> {
+        let step = pipeline.pending.take();
         let published_one = step.is_some();
         let timed = async {
             let started = std::time::Instant::now();
             let output = work.await;
             (output, started.elapsed())
         };
-        let (published, (output, took)) = tokio::join!(
-            async {
-                match step {
-                    Some(step) => self.publish(run, step, attempt, progress).await.map(Some),
-                    None => Ok(None),
-                }
-            },
-            timed
-        );
+        let publish = async {
+            match step {
+                Some(step) => self
+                    .publish(pipeline.run, step, pipeline.attempt, pipeline.progress)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        };
+        let (published, (output, took)) = tokio::join!(publish, timed);
         // A failed or fenced-off publication ends the run whatever the work came to.
         if let Some(timing) = published? {
             phases.publish += timing.publish;
             phases.record += timing.record;
         }
         if published_one {
-            self.report(run, progress, on_progress).await?;
+            self.report(pipeline.run, pipeline.progress, pipeline.on_progress)
+                .await?;
             if !self.settings.pause_between_chunks.is_zero() {
                 tokio::time::sleep(self.settings.pause_between_chunks).await;
             }
@@ -695,6 +675,15 @@ fn score_one(
             message: "computing the session's features failed".to_owned(),
         }),
     }
+}
+
+/// What publishing a run's steps needs, and the step computed but not yet published.
+struct Pipeline<'a> {
+    run: &'a ScoringRun,
+    attempt: &'a str,
+    progress: &'a Mutex<RunProgress>,
+    on_progress: &'a (dyn Fn(&RunProgress) + Send + Sync),
+    pending: Option<Computed>,
 }
 
 /// A step's sessions with their features and scores, waiting to be published.
