@@ -62,8 +62,9 @@ const MAX_FREE_FILES: usize = 3;
 /// Size the helper fills every spare to, with zeros written and synced, before offering it. A
 /// segment usually ends at the next flush (about `--flush-bytes`, 32 MiB by default, plus what
 /// arrives while that flush commits), so the writer's records land in blocks the file already
-/// has and its `fdatasync`s carry data only, never new blocks or a new size. A recycled file shorter than this is extended once; zeros
-/// read as the end of a segment (an empty payload does not decode).
+/// has and its `fdatasync`s carry data only, never new blocks or a new size. A recycled file
+/// shorter than this is extended once; zeros read as the end of a segment (an empty payload
+/// does not decode).
 const PREALLOCATED_BYTES: u64 = 40 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]

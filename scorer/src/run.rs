@@ -450,19 +450,22 @@ impl Scorer {
         };
         let publish = async {
             match step {
-                Some(step) => self
-                    .publish(pipeline.run, step, pipeline.attempt, pipeline.progress)
+                Some(step) => {
+                    self.publish(
+                        pipeline.run,
+                        step,
+                        pipeline.attempt,
+                        pipeline.progress,
+                        phases,
+                    )
                     .await
-                    .map(Some),
-                None => Ok(None),
+                }
+                None => Ok(()),
             }
         };
         let (published, (output, took)) = tokio::join!(publish, timed);
         // A failed or fenced-off publication ends the run whatever the work came to.
-        if let Some(timing) = published? {
-            phases.publish += timing.publish;
-            phases.record += timing.record;
-        }
+        published?;
         if published_one {
             self.report(pipeline.run, pipeline.progress, pipeline.on_progress)
                 .await?;
@@ -506,9 +509,9 @@ impl Scorer {
         step: Computed,
         attempt: &str,
         progress: &Mutex<RunProgress>,
-    ) -> Result<PublishTiming, Stop> {
+        phases: &mut Phases,
+    ) -> Result<(), Stop> {
         let publishing = std::time::Instant::now();
-        let mut timing = PublishTiming::default();
         let Computed {
             scored,
             failures,
@@ -586,7 +589,7 @@ impl Scorer {
                 .record_scores(&run.survey_id, &run.id, &self.owner, &new_scores)
                 .await
                 .map_err(Stop::from);
-            timing.record = recording.elapsed();
+            phases.record += recording.elapsed();
         }
         if !matches!(published, Ok(true)) {
             // Not recorded: the files are not data. Take them back now rather than leave them
@@ -617,12 +620,12 @@ impl Scorer {
         if !published? {
             return Err(Stop::LeaseLost);
         }
-        timing.publish = publishing.elapsed();
+        phases.publish += publishing.elapsed();
         let mut p = progress.lock();
         p.scored += scored.len() as u64;
         p.failed += failures.len() as u64;
         p.failures.extend(failures);
-        Ok(timing)
+        Ok(())
     }
 }
 
@@ -692,13 +695,6 @@ struct Computed {
     scored: Vec<ScoredSession>,
     failures: Vec<ScoringFailure>,
     sequence: usize,
-}
-
-/// How long one step's publication took.
-#[derive(Debug, Default)]
-struct PublishTiming {
-    publish: Duration,
-    record: Duration,
 }
 
 /// Where a run's time went, logged when it completes. Publishing overlaps the next step's
