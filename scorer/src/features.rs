@@ -311,34 +311,31 @@ fn pointer(events: &[TraceEvent], f: &mut Features) {
     );
     f.pauses = f64::from(pauses);
     f.sampling_interval_cv = cv(&intervals);
-    let speed_values: Vec<f64> = speeds.iter().map(|(_, v)| *v).collect();
-    f.speed_mean = mean(&speed_values);
-    f.speed_cv = cv(&speed_values);
+    // Means and spreads are taken over iterators rather than collected copies: the same sums in
+    // the same order (so the same bits), without an allocation per statistic.
+    let speed_values = || speeds.iter().map(|(_, v)| *v);
+    f.speed_mean = mean_of(speed_values());
+    f.speed_cv = cv_of(speed_values());
     let accelerations = derivative(&speeds);
-    f.acceleration_mean = mean(
-        &accelerations
-            .iter()
-            .map(|(_, a)| a.abs())
-            .collect::<Vec<_>>(),
-    );
-    let jerks = derivative(&accelerations);
-    f.jerk_mean = mean(&jerks.iter().map(|(_, j)| j.abs()).collect::<Vec<_>>());
+    f.acceleration_mean = mean_of(accelerations.iter().map(|(_, a)| a.abs()));
+    f.jerk_mean = mean_of(derivatives(&accelerations).map(|(_, j)| j.abs()));
     f.straightness = mean(&straightness);
 
-    let turns: Vec<f64> = headings
-        .windows(2)
-        .map(|pair| wrap_angle(pair[1] - pair[0]))
-        .collect();
-    f.curvature_mean = mean(&turns.iter().map(|t| t.abs()).collect::<Vec<_>>());
-    f.direction_change_entropy = if turns.is_empty() {
+    let turns = || {
+        headings
+            .windows(2)
+            .map(|pair| wrap_angle(pair[1] - pair[0]))
+    };
+    f.curvature_mean = mean_of(turns().map(f64::abs));
+    f.direction_change_entropy = if headings.len() < 2 {
         f64::NAN
     } else {
         let mut bins = [0usize; 8];
-        for turn in &turns {
+        for turn in turns() {
             let unit = (turn + std::f64::consts::PI) / (2.0 * std::f64::consts::PI);
             bins[((unit * 8.0) as usize).min(7)] += 1;
         }
-        let total = turns.len() as f64;
+        let total = (headings.len() - 1) as f64;
         let entropy: f64 = bins
             .iter()
             .filter(|&&n| n > 0)
@@ -557,6 +554,10 @@ fn max_per_window(events: &[TraceEvent], window_ms: i64) -> usize {
 
 /// Rate of change between consecutive `(t, value)` samples.
 fn derivative(samples: &[(i64, f64)]) -> Vec<(i64, f64)> {
+    derivatives(samples).collect()
+}
+
+fn derivatives(samples: &[(i64, f64)]) -> impl Iterator<Item = (i64, f64)> + '_ {
     samples
         .windows(2)
         .filter(|pair| pair[1].0 > pair[0].0)
@@ -566,7 +567,6 @@ fn derivative(samples: &[(i64, f64)]) -> Vec<(i64, f64)> {
                 (pair[1].1 - pair[0].1) / (pair[1].0 - pair[0].0) as f64,
             )
         })
-        .collect()
 }
 
 fn wrap_angle(angle: f64) -> f64 {
@@ -594,22 +594,35 @@ fn ratio(part: f64, whole: f64) -> f64 {
 }
 
 fn mean(values: &[f64]) -> f64 {
-    if values.is_empty() {
+    mean_of(values.iter().copied())
+}
+
+/// The mean of the values in order (`sum` then divide, as over a slice); `NaN` for none.
+fn mean_of(values: impl Iterator<Item = f64>) -> f64 {
+    let mut n = 0usize;
+    let sum = values.inspect(|_| n += 1).sum::<f64>();
+    if n == 0 {
         return f64::NAN;
     }
-    values.iter().sum::<f64>() / values.len() as f64
+    sum / n as f64
 }
 
 /// Standard deviation over mean; `NaN` for fewer than 3 values or a zero mean.
 fn cv(values: &[f64]) -> f64 {
-    if values.len() < 3 {
+    cv_of(values.iter().copied())
+}
+
+fn cv_of(values: impl Iterator<Item = f64> + Clone) -> f64 {
+    let mut n = 0usize;
+    let sum = values.clone().inspect(|_| n += 1).sum::<f64>();
+    if n < 3 {
         return f64::NAN;
     }
-    let m = mean(values);
+    let m = sum / n as f64;
     if m.abs() < f64::EPSILON {
         return f64::NAN;
     }
-    let variance = values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / values.len() as f64;
+    let variance = values.map(|v| (v - m).powi(2)).sum::<f64>() / n as f64;
     variance.sqrt() / m
 }
 

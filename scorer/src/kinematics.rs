@@ -162,10 +162,9 @@ pub fn compute(moves: &[Move]) -> Kinematics {
         if !closes {
             continue;
         }
-        let stroke: Vec<(i64, f64, f64)> =
-            moves[start..end].iter().map(|m| (m.0, m.1, m.2)).collect();
+        let stroke = &moves[start..end];
         moving_ms += (stroke[stroke.len() - 1].0 - stroke[0].0) as f64;
-        if let Some(movement) = movement(&stroke) {
+        if let Some(movement) = movement(stroke) {
             measured.push(movement);
         }
         if end < moves.len() {
@@ -187,12 +186,11 @@ pub fn compute(moves: &[Move]) -> Kinematics {
     if measured.is_empty() {
         return k;
     }
-    let median_of = |field: fn(&Movement) -> f64| {
-        let mut values: Vec<f64> = measured
-            .iter()
-            .map(field)
-            .filter(|v| v.is_finite())
-            .collect();
+    // One buffer for the five medians.
+    let mut values: Vec<f64> = Vec::with_capacity(measured.len());
+    let mut median_of = |field: fn(&Movement) -> f64| {
+        values.clear();
+        values.extend(measured.iter().map(field).filter(|v| v.is_finite()));
         median(&mut values)
     };
     k.peak_speed_ratio = median_of(|m| m.peak_speed_ratio);
@@ -231,20 +229,23 @@ fn latest_per_instant(moves: &[Move]) -> Vec<(i64, f64, f64, bool)> {
     out
 }
 
-/// Measures one stroke, or `None` when it is too short or too small.
-fn movement(stroke: &[(i64, f64, f64)]) -> Option<Movement> {
-    let (t0, x0, y0) = stroke[0];
-    let (t1, x1, y1) = stroke[stroke.len() - 1];
+/// Measures one stroke (moves as from [`latest_per_instant`]), or `None` when it is too short or
+/// too small.
+fn movement(stroke: &[(i64, f64, f64, bool)]) -> Option<Movement> {
+    let (t0, x0, y0, _) = stroke[0];
+    let (t1, x1, y1, _) = stroke[stroke.len() - 1];
     let duration = (t1 - t0) as f64;
     if stroke.len() < 3 || t1 - t0 < MIN_MOVEMENT_MS {
         return None;
     }
     let points = resample(stroke);
     let step = duration / (points.len() - 1) as f64;
-    let path: f64 = points
+    // Each step's distance, once: the path is their sum, the speeds them over the step.
+    let mut raw: Vec<f64> = points
         .windows(2)
         .map(|w| (w[1].0 - w[0].0).hypot(w[1].1 - w[0].1))
-        .sum();
+        .collect();
+    let path: f64 = raw.iter().sum();
     // A resting hand's jitter adds up to some path, but never gets away from where it began.
     let extent = points
         .iter()
@@ -256,10 +257,9 @@ fn movement(stroke: &[(i64, f64, f64)]) -> Option<Movement> {
     let chord = (x1 - x0).hypot(y1 - y0);
 
     // Speeds per step, smoothed with a [1/4, 1/2, 1/4] kernel.
-    let raw: Vec<f64> = points
-        .windows(2)
-        .map(|w| (w[1].0 - w[0].0).hypot(w[1].1 - w[0].1) / step)
-        .collect();
+    for distance in &mut raw {
+        *distance /= step;
+    }
     let speeds: Vec<f64> = (0..raw.len())
         .map(|i| {
             let before = raw[i.saturating_sub(1)];
@@ -324,7 +324,7 @@ fn movement(stroke: &[(i64, f64, f64)]) -> Option<Movement> {
 }
 
 /// The stroke's positions at equal time steps of about [`STEP_MS`], first and last included.
-fn resample(stroke: &[(i64, f64, f64)]) -> Vec<(f64, f64)> {
+fn resample(stroke: &[(i64, f64, f64, bool)]) -> Vec<(f64, f64)> {
     let t0 = stroke[0].0 as f64;
     let duration = (stroke[stroke.len() - 1].0 - stroke[0].0) as f64;
     let steps = ((duration / STEP_MS).round() as usize).max(2);
@@ -335,8 +335,8 @@ fn resample(stroke: &[(i64, f64, f64)]) -> Vec<(f64, f64)> {
         while segment + 2 < stroke.len() && (stroke[segment + 1].0 as f64) < t {
             segment += 1;
         }
-        let (ta, xa, ya) = stroke[segment];
-        let (tb, xb, yb) = stroke[segment + 1];
+        let (ta, xa, ya, _) = stroke[segment];
+        let (tb, xb, yb, _) = stroke[segment + 1];
         let span = (tb - ta) as f64;
         let u = if span > 0.0 {
             ((t - ta as f64) / span).clamp(0.0, 1.0)

