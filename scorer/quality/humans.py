@@ -12,8 +12,10 @@ base session from an RNG seeded by the base session, so the variants of one sess
 in the conversion. docs/evaluation.md lists every source and assumption; the constants below cite
 them.
 
-Split: a file is HOLDOUT when the first hex digit of the SHA-1 of its path relative to its data
-set's folder is 0-4, and every Balabit session of user29 and user35 is HOLDOUT (datasets README).
+Split, by person (datasets README): every Balabit session of the users in BALABIT_HOLDOUT_USERS
+is HOLDOUT and every session of the other six is TRAIN; DELBOT records devices, not people, so
+one of its files is HOLDOUT when the first hex digit of the SHA-1 of its path relative to the
+data set's folder is 0-4 (device-level figures).
 The CMU file holds only that data set's TRAIN subjects; they are split again by subject (a subject
 is HOLDOUT when the first hex digit of sha1("cmu-split/<subject>") is 0-4), and a session types
 with a subject of its own split only.
@@ -34,7 +36,9 @@ from pathlib import Path
 import numpy as np
 
 MOVE_INTERVAL_MS = 16  # the embed keeps one pointer or touch move per 16 ms
-BALABIT_HOLDOUT_USERS = {"user29", "user35"}
+# user7 and user16 are the users whose SHA-1 of `balabit/<user>` starts with 0-4; user29 and
+# user35 were HOLDOUT before the split became one by person.
+BALABIT_HOLDOUT_USERS = {"user7", "user16", "user29", "user35"}
 BALABIT_MAX_SECONDS = 600  # a survey-sized slice of each Balabit session
 BALABIT_SESSIONS_PER_USER = 40  # per split, so ten RDP users do not outweigh the browser data
 DELBOT_STROKES_PER_SESSION = 3  # consecutive strokes of one device folder form one session
@@ -90,6 +94,11 @@ DELBOT_DEVICES = {
     "circles_human_tel": "phone-touch",
     "circles_human_vm": "virtual-machine",
 }
+
+
+def balabit_split(user: str) -> str:
+    """A Balabit user's split: every session of a person is on one side."""
+    return "holdout" if user in BALABIT_HOLDOUT_USERS else "train"
 
 
 def is_holdout(relative_path: str) -> bool:
@@ -722,9 +731,33 @@ def read_delbot_stroke(path: Path):
             stamp, x, y = float(parts[0]), float(parts[2]), float(parts[3])
         except ValueError:
             continue
-        if all(math.isfinite(v) for v in (stamp, x, y)):  # a few recordings hold NaN positions
-            rows.append((stamp, parts[1], x, y))
-    return width, height, rows
+        if not math.isfinite(stamp):
+            continue
+        if not (math.isfinite(x) and math.isfinite(y)):
+            # The phone recordings' touch releases hold NaN positions: the finger lifts where
+            # it last was. Other rows without a position are dropped.
+            if not parts[1].startswith("Released") or not rows:
+                continue
+            x, y = rows[-1][2], rows[-1][3]
+        rows.append((stamp, parts[1], x, y))
+    return width, height, paired(rows)
+
+
+def paired(rows: list) -> list:
+    """The rows with every release that ends no press dropped. The DELBOT recorder logs a second
+    `Released` row after most strokes (the release of a click elsewhere on its page, or the
+    compatibility mouse event after a touch), with no press before it: sent as is, it would be a
+    click with no press, which no mouse makes."""
+    kept, held = [], False
+    for row in rows:
+        if row[1] in ("Pressed", "PressedTouch"):
+            held = True
+        elif row[1] in ("Released", "ReleasedTouch"):
+            if not held:
+                continue
+            held = False
+        kept.append(row)
+    return kept
 
 
 def delbot_bases(root: Path, subjects: dict[str, CmuSubject]) -> list[BaseSession]:
@@ -809,13 +842,10 @@ def balabit_bases(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject
     folder = unpack_balabit(archive, unpack_to)
     chosen = []
     for user_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
-        by_split: dict[str, list[Path]] = {"train": [], "holdout": []}
-        for path in sorted(user_dir.iterdir()):
-            relative = f"test_files/{user_dir.name}/{path.name}"
-            holdout = user_dir.name in BALABIT_HOLDOUT_USERS or is_holdout(relative)
-            by_split["holdout" if holdout else "train"].append(path)
-        for split, paths in by_split.items():
-            # A fixed, seeded choice of sessions per user and split.
+        split = balabit_split(user_dir.name)
+        paths = sorted(user_dir.iterdir())
+        if paths:
+            # A fixed, seeded choice of sessions per user.
             sample = random.Random(f"{user_dir.name}/{split}").sample(paths, min(len(paths), BALABIT_SESSIONS_PER_USER))
             for path in sorted(sample):
                 chosen.append((f"balabit:test_files/{user_dir.name}/{path.name}", user_dir.name, split, path))
@@ -864,18 +894,16 @@ def batches(session: HumanSession, start_ms: int, max_events: int = 200) -> list
 
 def replay_strokes(datasets: Path, work: Path, limit: int = 2000) -> list[list[list[float]]]:
     """Human aimed movements for the replay bot, [[t, x, y], ...] each: from Balabit TRAIN
-    sessions (never a HOLDOUT user or file), the moves with no button held that end in a press,
+    users' sessions (never a HOLDOUT person), the moves with no button held that end in a press,
     from the last pause over 300 ms (or the last press) up to that press. These are the real
     pointing movements a fraudster with recorded mouse data would replay (the DELBOT strokes are
     drags of a drawing task, not aimed movements)."""
     folder = unpack_balabit(datasets / "balabit-mouse-dynamics" / "test_files.tar.gz", work / "balabit")
     strokes = []
     for user_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
-        if user_dir.name in BALABIT_HOLDOUT_USERS:
+        if balabit_split(user_dir.name) != "train":
             continue
         for path in sorted(user_dir.iterdir()):
-            if is_holdout(f"test_files/{user_dir.name}/{path.name}"):
-                continue
             rows, _, _ = read_balabit(path)
             current: list[list[float]] = []
             held = False

@@ -24,21 +24,42 @@ class SplitTest(unittest.TestCase):
         self.assertFalse(humans.is_holdout("a"))
         self.assertTrue(humans.is_holdout("d"))
 
-    def test_balabit_users_29_and_35_are_holdout_only(self):
+    def test_balabit_is_split_by_person(self):
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "test_files"
-            for user in ("user7", "user29", "user35"):
+            for user in ("user7", "user9", "user16", "user29", "user35"):
                 (root / user).mkdir(parents=True)
                 for index in range(12):
                     (root / user / f"session_{index:04d}").write_text(
                         "record timestamp,client timestamp,button,state,x,y\n"
                         + "".join(f"{i * 0.02},{i * 0.02},NoButton,Move,{100 + i},{200 + i}\n" for i in range(30)))
             sessions = humans.balabit_sessions(Path("/nonexistent"), Path(tmp))
-        splits = {(s.cluster, s.split) for s in sessions}
-        self.assertNotIn(("balabit/user29", "train"), splits)
-        self.assertNotIn(("balabit/user35", "train"), splits)
-        self.assertIn(("balabit/user7", "train"), splits)
+            strokes_from = {user for user in ("user7", "user9", "user16", "user29", "user35")
+                            if humans.balabit_split(user) == "train"}
+        splits = {s.cluster: set() for s in sessions}
+        for s in sessions:
+            splits[s.cluster].add(s.split)
+        # Every session of one person on one side: the four HOLDOUT users wholly, user9 wholly TRAIN.
+        self.assertEqual(splits, {"balabit/user7": {"holdout"}, "balabit/user9": {"train"},
+                                  "balabit/user16": {"holdout"}, "balabit/user29": {"holdout"},
+                                  "balabit/user35": {"holdout"}})
+        self.assertEqual(strokes_from, {"user9"})
         self.assertTrue(all(s.events[0]["type"] == "session" for s in sessions))
+        # The datasets README's rule: user7 and user16 are the users whose sha1("balabit/<user>")
+        # starts with 0-4 (user29 and user35 were HOLDOUT already).
+        for user in ("user7", "user16"):
+            self.assertIn(hashlib.sha1(f"balabit/{user}".encode()).hexdigest()[0], "01234")
+
+    def test_a_release_that_ends_no_press_is_dropped(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "stroke.txt"
+            path.write_text("resolution:412,732\n"
+                            "10,PressedTouch,100,200\n20,MoveTouch,110,210\n30,ReleasedTouch,NaN,NaN\n"
+                            "40,ReleasedTouch,NaN,NaN\n50,Released,300,600\n")
+            _, _, rows = humans.read_delbot_stroke(path)
+        self.assertEqual([kind for _, kind, _, _ in rows], ["PressedTouch", "MoveTouch", "ReleasedTouch"])
+        # The finger lifts where it last was.
+        self.assertEqual(rows[-1][2:], (110.0, 210.0))
 
 
 class ConversionTest(unittest.TestCase):
