@@ -5,7 +5,7 @@
   "use strict";
   if (global.Telltale && global.Telltale.version) return;
 
-  var VERSION = "1.2.0";
+  var VERSION = "1.3.0";
   var MOVE_INTERVAL_MS = 16;      // coalesce pointer and touch moves to one per frame
   var FLUSH_INTERVAL_MS = 2000;   // send at least this often while events arrive
   var MAX_BATCH_EVENTS = 200;     // well under the collector's 1000 events per batch
@@ -256,6 +256,21 @@
 
   function round(v) { return typeof v === "number" && isFinite(v) ? Math.round(v) : 0; }
 
+  // Where a press landed on its target: the offset from the target's centre in units of its
+  // half-width and half-height (-1 to 1 inside it), two decimals. The box's size and place are
+  // not sent.
+  function targetOffset(el, x, y) {
+    try {
+      var box = el && el.getBoundingClientRect && el.getBoundingClientRect();
+      if (!box || !(box.width > 0) || !(box.height > 0) || typeof x !== "number" || typeof y !== "number") return null;
+      var share = function (v, low, size) {
+        var s = (v - (low + size / 2)) / (size / 2);
+        return Math.round(Math.max(-9.99, Math.min(9.99, s)) * 100) / 100;
+      };
+      return { dx: share(x, box.left, box.width), dy: share(y, box.top, box.height) };
+    } catch (e) { return null; }
+  }
+
   function attach() {
     var lastMove = 0;
     var lastTouchMove = 0;
@@ -268,7 +283,10 @@
     var press = function (type) {
       return function (e) {
         checkStack(e);
-        push(type, { x: round(e.clientX), y: round(e.clientY), pointerType: e.pointerType || "mouse", trusted: e.isTrusted, button: e.button, target: targetKind(e.target) });
+        var data = { x: round(e.clientX), y: round(e.clientY), pointerType: e.pointerType || "mouse", trusted: e.isTrusted, button: e.button, target: targetKind(e.target) };
+        var offset = type === "pointerdown" ? targetOffset(e.target, e.clientX, e.clientY) : null;
+        if (offset) { data.dx = offset.dx; data.dy = offset.dy; }
+        push(type, data);
       };
     };
     listen(document, "pointerdown", press("pointerdown"));
@@ -288,6 +306,10 @@
     listen(document, "focusin", function (e) {
       var el = e.target;
       if (lengths && el && typeof el === "object") lengths.set(el, valueLength(el));
+      // A form control gained focus: its per-page index and kind, so that how a person moves
+      // between fields (Tab or the pointer) can be told; never its name.
+      var kind = targetKind(el);
+      if (kind !== "other") push("fieldfocus", { field: fieldIndex(el), target: kind });
     });
     listen(document, "input", function (e) {
       checkStack(e);
@@ -322,7 +344,12 @@
           lastTouchMove = t;
         }
         var p = (e.changedTouches && e.changedTouches[0]) || {};
-        push(type, { x: round(p.clientX), y: round(p.clientY), force: typeof p.force === "number" ? p.force : 0, radius: typeof p.radiusX === "number" ? p.radiusX : 0, trusted: e.isTrusted });
+        // The contact's geometry where the browser gives it: force (0-1), radius (radiusX) and
+        // the ellipse's width and height (CSS px); zero where it gives none.
+        var data = { x: round(p.clientX), y: round(p.clientY), force: typeof p.force === "number" ? p.force : 0, radius: typeof p.radiusX === "number" ? p.radiusX : 0, width: round(2 * p.radiusX), height: round(2 * p.radiusY), trusted: e.isTrusted };
+        var offset = type === "touchstart" ? targetOffset(p.target || e.target, p.clientX, p.clientY) : null;
+        if (offset) { data.dx = offset.dx; data.dy = offset.dy; }
+        push(type, data);
       };
     };
     listen(document, "touchstart", touch("touchstart", false));

@@ -15,7 +15,9 @@ use arrow::datatypes::{Int32Type, TimestampMillisecondType};
 use futures::StreamExt;
 use query::LakeQuery;
 
-use crate::trace::{Environment, KeyClass, Kind, SessionTrace, TraceEvent};
+use crate::trace::{
+    Environment, KeyClass, Kind, NO_LAG, SessionTrace, TraceEvent, force_hundredths,
+};
 
 /// Columns of `events` the features read.
 const COLUMNS: &[&str] = &[
@@ -31,7 +33,10 @@ const COLUMNS: &[&str] = &[
     "input_type",
     "length_delta",
     "length",
+    "dx",
     "dy",
+    "force",
+    "radius",
     "state",
     "payload",
 ];
@@ -239,7 +244,10 @@ fn route_rows(
     let repeat = column::<BooleanArray>(batch, "repeat")?;
     let length_delta = column::<Int32Array>(batch, "length_delta")?;
     let length = column::<Int32Array>(batch, "length")?;
+    let dx = column::<Float64Array>(batch, "dx")?;
     let dy = column::<Float64Array>(batch, "dy")?;
+    let force = column::<Float64Array>(batch, "force")?;
+    let radius = column::<Float64Array>(batch, "radius")?;
     let payload = column::<StringArray>(batch, "payload")?;
 
     for row in 0..batch.num_rows() {
@@ -250,10 +258,16 @@ fn route_rows(
             continue;
         };
         let kind = kinds[row].unwrap_or(Kind::Other);
-        let t = if event_time.is_valid(row) {
-            event_time.value(row)
+        let received_at = received.value(row);
+        let (t, lag_ms) = if event_time.is_valid(row) {
+            let t = event_time.value(row);
+            // Saturated: a lag beyond 24 days is as telling as its exact value.
+            let lag = received_at
+                .saturating_sub(t)
+                .clamp(i64::from(i32::MIN + 1), i64::from(i32::MAX));
+            (t, lag as i32)
         } else {
-            received.value(row)
+            (received_at, NO_LAG)
         };
         if matches!(kind, Kind::Session | Kind::Environment) && payload.is_valid(row) {
             let text = payload.value(row);
@@ -272,20 +286,45 @@ fn route_rows(
             Kind::Wheel if dy.is_valid(row) => dy.value(row) as f32,
             _ => 0.0,
         };
+        let float = |array: &Float64Array| array.is_valid(row).then(|| array.value(row));
+        let (contact_radius, contact_force) = match kind {
+            Kind::TouchStart | Kind::TouchMove | Kind::TouchEnd => (
+                float(radius).unwrap_or(0.0) as f32,
+                float(force).map_or(0, force_hundredths),
+            ),
+            _ => (0.0, 0),
+        };
+        let offset = match kind {
+            // A press's offset from its target's centre, in half-sizes (embed 1.3).
+            Kind::PointerDown | Kind::TouchStart => float(dx)
+                .zip(float(dy))
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .map(|(x, y)| (hundredths(x), hundredths(y))),
+            _ => None,
+        };
         trace.push(TraceEvent {
             t,
-            kind,
             x: int(x, row),
             y: int(y, row),
+            lag_ms,
+            amount,
+            radius: contact_radius,
+            force: contact_force,
+            kind,
             trusted: boolean(trusted, row),
             key_class: key_classes[row].unwrap_or(KeyClass::Unknown),
             repeat: boolean(repeat, row).unwrap_or(false),
-            amount,
             inserts_text: inserts[row].unwrap_or(false),
             hidden: hidden[row].unwrap_or(false),
+            offset,
         });
     }
     Ok(())
+}
+
+/// A share of a half-size (-1 to 1 inside the target) in hundredths, saturated to `i8`.
+fn hundredths(share: f64) -> i8 {
+    (share * 100.0).round().clamp(-127.0, 127.0) as i8
 }
 
 fn batch_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array, ScanError> {

@@ -309,6 +309,18 @@ pub fn trace(events: &[String]) -> Option<SessionTrace> {
             Kind::Wheel => data["dy"].as_f64().unwrap_or(0.0) as f32,
             _ => 0.0,
         };
+        if matches!(kind, Kind::TouchStart | Kind::TouchMove | Kind::TouchEnd) {
+            event = event.contact(
+                data["radius"].as_f64().unwrap_or(0.0) as f32,
+                data["force"].as_f64().unwrap_or(0.0) as f32,
+            );
+        }
+        if matches!(kind, Kind::PointerDown | Kind::TouchStart)
+            && let (Some(x), Some(y)) = (data["dx"].as_f64(), data["dy"].as_f64())
+        {
+            let hundredths = |share: f64| (share * 100.0).round().clamp(-127.0, 127.0) as i8;
+            event = event.offset(hundredths(x), hundredths(y));
+        }
         trace.push(event);
     }
     trace.finish();

@@ -1,6 +1,6 @@
 //! A session's events in the compact form the features are computed from.
 //!
-//! The scan turns each `events` row into a [`TraceEvent`] (40 bytes, no allocation), so a pass
+//! The scan turns each `events` row into a [`TraceEvent`] (48 bytes, no allocation), so a pass
 //! over millions of events holds only what the features read. Event kinds and the
 //! low-cardinality strings of the vocabulary become small enums.
 
@@ -27,6 +27,8 @@ pub enum Kind {
     TouchEnd,
     Focus,
     Blur,
+    /// A form field gained focus (embed 1.3): its per-page index, never its name.
+    FieldFocus,
     Visibility,
     Resize,
     Submit,
@@ -55,6 +57,7 @@ impl Kind {
             "touchmove" => Kind::TouchMove,
             "touchend" => Kind::TouchEnd,
             "focus" => Kind::Focus,
+            "fieldfocus" => Kind::FieldFocus,
             "blur" => Kind::Blur,
             "visibility" => Kind::Visibility,
             "resize" => Kind::Resize,
@@ -121,25 +124,49 @@ impl KeyClass {
     }
 }
 
+/// [`TraceEvent::lag_ms`] of an event that carried no timestamp of its own.
+pub const NO_LAG: i32 = i32::MIN;
+
+/// A touch's force (0-1, more on pressure-sensitive screens) in hundredths, saturated.
+pub fn force_hundredths(force: f64) -> u16 {
+    if force.is_finite() {
+        (force * 100.0).round().clamp(0.0, f64::from(u16::MAX)) as u16
+    } else {
+        0
+    }
+}
+
 /// One event of a session, as the features read it. Fields a kind does not carry are zero or
 /// `None`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TraceEvent {
     /// Milliseconds: the event's own timestamp, or when it was received when it has none.
     pub t: i64,
-    pub kind: Kind,
     pub x: Option<i32>,
     pub y: Option<i32>,
+    /// When the collector received the event, less `t` (ms, saturated to `i32`): how late its
+    /// request arrived by the event's own clock. [`NO_LAG`] for an event without a timestamp.
+    pub lag_ms: i32,
+    /// `input`: `lengthDelta`; `paste`: `length`; `wheel`: `dy`.
+    pub amount: f32,
+    /// Touch events: the contact's radius (CSS px), zero where the browser gives none.
+    pub radius: f32,
+    /// Touch events: the contact's force in hundredths (0-100 on most screens), zero where the
+    /// browser gives none.
+    pub force: u16,
+    pub kind: Kind,
     /// `data.trusted` (`Event.isTrusted`), when sent.
     pub trusted: Option<bool>,
     pub key_class: KeyClass,
     pub repeat: bool,
-    /// `input`: `lengthDelta`; `paste`: `length`; `wheel`: `dy`.
-    pub amount: f32,
     /// `input`: the `inputType` inserts text (typing, not deletion or formatting).
     pub inserts_text: bool,
     /// `visibility`: the page became hidden.
     pub hidden: bool,
+    /// Presses (`pointerdown`, `touchstart`) of embed 1.3: where the press landed on its
+    /// target, from its centre, in hundredths of the target's half-width and half-height
+    /// (-100 to 100 inside it); `None` when not sent.
+    pub offset: Option<(i8, i8)>,
 }
 
 impl TraceEvent {
@@ -147,15 +174,19 @@ impl TraceEvent {
     pub fn new(t: i64, kind: Kind) -> TraceEvent {
         TraceEvent {
             t,
-            kind,
             x: None,
             y: None,
+            lag_ms: NO_LAG,
+            amount: 0.0,
+            radius: 0.0,
+            force: 0,
+            kind,
             trusted: None,
             key_class: KeyClass::Unknown,
             repeat: false,
-            amount: 0.0,
             inserts_text: false,
             hidden: false,
+            offset: None,
         }
     }
 
@@ -179,12 +210,30 @@ impl TraceEvent {
         self.amount = amount;
         self
     }
+
+    pub fn lag(mut self, lag_ms: i32) -> TraceEvent {
+        self.lag_ms = lag_ms;
+        self
+    }
+
+    pub fn contact(mut self, radius: f32, force: f32) -> TraceEvent {
+        self.radius = radius;
+        self.force = force_hundredths(f64::from(force));
+        self
+    }
+
+    pub fn offset(mut self, x: i8, y: i8) -> TraceEvent {
+        self.offset = Some((x, y));
+        self
+    }
 }
 
 /// What the `session` event says about the browser. Absent fields stay `None`.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Environment {
+    /// The embed's `embedVersion`.
+    pub embed_version: Option<String>,
     pub user_agent: Option<String>,
     pub webdriver: Option<bool>,
     pub screen_width: Option<f64>,
@@ -218,6 +267,7 @@ impl Environment {
         let text = |name: &str| object.get(name).and_then(|v| v.as_str()).map(str::to_owned);
         let number = |name: &str| object.get(name).and_then(serde_json::Value::as_f64);
         Some(Environment {
+            embed_version: text("embedVersion"),
             user_agent: text("userAgent"),
             webdriver: object.get("webdriver").and_then(serde_json::Value::as_bool),
             screen_width: number("screenWidth"),
@@ -265,6 +315,9 @@ impl Environment {
         self.automation_stack = either(self.automation_stack, other.automation_stack);
         if other.user_agent.is_some() && !self.headless_agent() {
             self.user_agent = other.user_agent;
+        }
+        if self.embed_version.is_none() {
+            self.embed_version = other.embed_version;
         }
         macro_rules! keep_first {
             ($($field:ident),*) => { $( if self.$field.is_none() { self.$field = other.$field; } )* };

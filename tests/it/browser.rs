@@ -120,12 +120,28 @@ async fn a_real_browser_session_is_captured_and_its_answers_are_not() {
         assert_eq!(fields[kind], json!(names), "{kind}: {fields}");
     };
     expect("pointermove", &["pointerType", "trusted", "x", "y"]);
-    for kind in ["pointerdown", "pointerup", "click"] {
+    // A press also says where it landed on its target (embed 1.3): offsets from the centre in
+    // half-sizes, never the target's box.
+    expect(
+        "pointerdown",
+        &[
+            "button",
+            "dx",
+            "dy",
+            "pointerType",
+            "target",
+            "trusted",
+            "x",
+            "y",
+        ],
+    );
+    for kind in ["pointerup", "click"] {
         expect(
             kind,
             &["button", "pointerType", "target", "trusted", "x", "y"],
         );
     }
+    expect("fieldfocus", &["field", "target"]);
     expect("keydown", &["keyClass", "repeat", "trusted"]);
     expect("keyup", &["keyClass", "repeat", "trusted"]);
     expect("input", &["field", "inputType", "lengthDelta"]);
