@@ -460,12 +460,25 @@ mod tests {
 
     #[test]
     fn reasons_name_the_tells() {
-        let naive = score(Behaviour::NaiveBot, 1);
-        let named: Vec<&str> = naive.reasons.iter().map(|r| r.feature).collect();
+        let contributions = |score: &crate::model::Score| -> Vec<crate::model::Contribution> {
+            score
+                .reasons
+                .iter()
+                .filter_map(crate::model::Reason::contribution)
+                .cloned()
+                .collect()
+        };
+        let naive = contributions(&score(Behaviour::NaiveBot, 1));
+        let named: Vec<&str> = naive.iter().map(|r| r.feature).collect();
         assert!(named.contains(&"webdriver"), "{named:?}");
-        assert!(naive.reasons.iter().all(|r| r.effect < 0.0));
+        assert!(naive.iter().all(|r| r.effect < 0.0));
+        // A human-like session's reasons are what made it human-like.
         let person = score(Behaviour::Human, 1);
-        assert!(person.reasons.iter().any(|r| r.effect > 0.0), "{person:?}");
+        assert_eq!(person.band, BAND_HUMAN);
+        assert!(
+            contributions(&person).iter().all(|r| r.effect > 0.0),
+            "{person:?}"
+        );
     }
 
     #[test]
