@@ -182,6 +182,51 @@ fn delta_columns(kind: TableKind, feature_names: &[&str]) -> Result<Vec<StructFi
     Ok(columns)
 }
 
+/// Adds the columns a table lacks (nullable, at the end): a `features` table created by an
+/// older release has no column for a feature added since, and its new files' values would be
+/// invisible to readers, which read the columns the table's schema names. Instances opening
+/// the table together may race: the loser reloads and finds the columns there.
+async fn add_missing_columns(
+    lake: &Store,
+    kind: TableKind,
+    feature_names: &[&str],
+    mut table: DeltaTable,
+) -> Result<DeltaTable, LakeError> {
+    for _attempt in 0..5 {
+        let schema = table.snapshot()?.schema();
+        let missing: Vec<StructField> = delta_columns(kind, feature_names)?
+            .into_iter()
+            .filter(|column| schema.field(column.name()).is_none())
+            .collect();
+        if missing.is_empty() {
+            return Ok(table);
+        }
+        tracing::info!(
+            table = kind.as_str(),
+            columns = missing.len(),
+            "adding columns to an older table"
+        );
+        match table.clone().add_columns().with_fields(missing).await {
+            Ok(evolved) => {
+                let version = evolved.version().unwrap_or(0);
+                lake.sync_delta_log(kind.as_str(), version).await?;
+                table = evolved;
+            }
+            // Another instance changed the schema first: look again.
+            Err(DeltaTableError::VersionAlreadyExists(_))
+            | Err(DeltaTableError::Transaction {
+                source:
+                    TransactionError::VersionAlreadyExists(_) | TransactionError::CommitConflict(_),
+            }) => table.load().await?,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(LakeError::Schema(format!(
+        "could not add the missing columns of {}",
+        kind.as_str()
+    )))
+}
+
 impl Table {
     /// Opens the table of `kind`, creating it when the lake has none yet (instances starting
     /// together may race: one creates it, the others load it). `feature_names` are the columns
@@ -239,6 +284,7 @@ impl Table {
             lake.sync_delta_log(kind.as_str(), 0).await?;
             table.load().await?;
         }
+        let table = add_missing_columns(lake, kind, feature_names, table).await?;
         Ok(Table {
             kind,
             store: lake.clone(),
@@ -878,5 +924,53 @@ mod tests {
         )
         .expect("read");
         assert!(metadata.contains("pointer_speed"), "{metadata}");
+    }
+
+    #[tokio::test]
+    async fn a_table_of_an_older_release_gains_the_features_added_since() {
+        let (_dir, lake) = lake().await;
+        let older = Table::open(&lake, TableKind::Features, &["pointer_speed"], retention())
+            .await
+            .expect("open");
+        let file = NewFile {
+            path: format!("features/survey_id={SURVEY}/run-abc-00001.parquet"),
+            survey_id: SURVEY.to_owned(),
+            date: None,
+            size: 10,
+            rows: 3,
+            received: None,
+        };
+        older
+            .commit(
+                Change::Append,
+                std::slice::from_ref(&file),
+                &[],
+                Some(("run-1", 1)),
+            )
+            .await
+            .expect("commit");
+        // Two instances of the newer release open it at once: both find every column, and the
+        // older files stay live.
+        let names = ["pointer_speed", "touch_taps", "free_keystrokes"];
+        let (a, b) = tokio::join!(
+            Table::open(&lake, TableKind::Features, &names, retention()),
+            Table::open(&lake, TableKind::Features, &names, retention()),
+        );
+        for table in [a.expect("open"), b.expect("open")] {
+            table.refresh().await.expect("refresh");
+            let state = table.state.lock().await;
+            let schema = state.snapshot().expect("snapshot").schema();
+            for name in names {
+                let field = schema.field(name).expect("the column is there");
+                assert!(field.is_nullable(), "{name}");
+            }
+        }
+        let newer = Table::open(&lake, TableKind::Features, &names, retention())
+            .await
+            .expect("open");
+        assert_eq!(
+            paths(&newer.live_files(None).await.expect("files")),
+            [file.path]
+        );
     }
 }
