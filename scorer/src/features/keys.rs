@@ -2,7 +2,9 @@
 //!
 //! Timing is measured on the keys that type or edit text, as key-down to next key-down
 //! ("flight") and key-down to key-up ("hold"): a modifier is pressed around other keys, not in
-//! the rhythm of typing, and its hold spans the key it modifies.
+//! the rhythm of typing, and its hold spans the key it modifies. A phone's soft keyboard sends
+//! unidentified keys (`other`) whose down and up come together as a character is committed:
+//! their flights are the soft keyboard's rhythm, their holds nothing.
 
 use super::Features;
 use super::stats::{cv, mean, ratio};
@@ -39,7 +41,9 @@ pub(super) fn keys(events: &[TraceEvent], f: &mut Features) {
                 last_down = Some(event.t);
                 pending.push((event.key_class, event.t));
             }
-            Kind::KeyUp if event.key_class != KeyClass::Modifier => {
+            // A soft keyboard reports its keys as unidentified (`other`), down and up together
+            // when the character is committed: no hold to measure.
+            Kind::KeyUp if !matches!(event.key_class, KeyClass::Modifier | KeyClass::Other) => {
                 if let Some(index) = pending
                     .iter()
                     .position(|(class, _)| *class == event.key_class)

@@ -232,6 +232,20 @@ fn key_holds_flights_and_their_regularity() {
     // Down to down: 100 to 700 (the modifier's press at 0 is no key of the rhythm).
     close(f.key_flight_mean_ms, 600.0);
     assert!(f.key_flight_cv.is_nan(), "fewer than three flights");
+
+    // A soft keyboard's unidentified keys: their rhythm counts, their 2 ms holds do not.
+    let soft: Vec<TraceEvent> = (0..6)
+        .flat_map(|i| {
+            [
+                TraceEvent::new(i * 300, Kind::KeyDown).key(KeyClass::Other),
+                TraceEvent::new(i * 300 + 2, Kind::KeyUp).key(KeyClass::Other),
+            ]
+        })
+        .collect();
+    let f = compute(&trace(soft));
+    close(f.free_keystrokes, 6.0);
+    close(f.key_flight_mean_ms, 300.0);
+    assert!(f.key_hold_mean_ms.is_nan(), "{}", f.key_hold_mean_ms);
 }
 
 #[test]
