@@ -1,53 +1,96 @@
 // Bot generators for the scoring-quality harness: each session is the demo survey filled in by
 // real headless Chromium, captured by the real embed and sent to the real collector.
 //
-//   node bots.js --base URL --key TRACKING_KEY --generator NAME --seeds FROM-TO \
-//                [--concurrency N] [--replay-traces FILE]
+//   node bots.js --base URL --key TRACKING_KEY --generator factorial --seeds FROM-TO
+//                [--concurrency N] [--replay-traces FILE] [--typing-traces FILE]
+//                [--path P] [--typing T] [--pacing C] [--modality M] [--driver D]
+//   node bots.js --base URL --key TRACKING_KEY --generator naive|stealth --seeds FROM-TO
+//   node bots.js --list-design FROM-TO [--path P] ...   (the factors each seed gets; no browser)
 //
-// Prints one JSON line per session: {"reference", "generator", "seed", "ok", "seconds", "error"?}.
-// The reference is derived from generator and seed, so a session is reproducible and its label
-// is known without asking the page. Every generator but ghost-cursor drives the browser with
-// playwright-core; ghost-cursor uses puppeteer-core, as that library requires. Neither downloads
-// a browser: both launch Debian's /usr/bin/chromium (or $CHROMIUM).
+// Prints one JSON line per session: {"reference", "generator", "seed", "ok", "seconds", "error"?,
+// "factors": {"path", "typing", "pacing", "modality", "driver"}, "details"}. The reference is
+// derived from generator and seed, and so are the factor levels and every other draw, so a
+// session is reproducible and its label is known without asking the page. Nothing downloads a
+// browser: every driver launches Debian's /usr/bin/chromium (or $CHROMIUM), the webdriver one
+// through Debian's /usr/bin/chromedriver (or $CHROMEDRIVER).
 //
 // Generators (docs/evaluation.md describes each):
-//   naive         Playwright fill/check/click: webdriver flag and HeadlessChrome user agent as
-//                 shipped
-//   stealth       the same actions, webdriver flag hidden and a desktop Chrome user agent
-//   humanized     stealth environment, own-code cubic Bezier pointer paths with overshoot and
-//                 jitter, lognormal dwell, hold and flight times, wheel scrolling, reading pauses
-//   agent         stealth environment, long think pauses, clicks at element centres without any
-//                 movement in between, answers pasted or typed in bursts
-// The humanizers below share one survey filling (fillSurvey): a stealth environment, reading
-// pauses, wheel notches in bursts to bring every target into view (page 2 is long), lognormal
-// pre-click pauses and press dwell, and typing key by key with one person's lognormal hold and
-// flight medians (hold 80-130 ms, flight 150-300 ms, longer after spaces, occasional pauses
-// between words, Shift for capitals). They differ in the pointer path:
-//   ghost-cursor  the npm library ghost-cursor, used as its README shows, with puppeteer-core:
-//                 createCursor(page) with its random moves on, cursor.click(selector): Bezier
-//                 paths with Fitts-law point counts and overshoot, dispatched as fast as the
-//                 DevTools protocol takes them (the library's own pacing)
-//   windmouse     the WindMouse algorithm (gravity towards the target, random wind, a maximum
-//                 step shrinking near the target), per-session parameters, waits per step
-//                 proportional to its length, as the original
-//   perlin        a straight or slightly bowed base path displaced across the chord by 1-D
-//                 Perlin noise (two octaves, zero at both ends), an asymmetric eased speed
-//                 profile and a Fitts-law duration
-//   minjerk       sub-movements: a minimum-jerk primary movement covering 85-100 % of the distance
-//                 with a sideways error, then 0-2 smaller minimum-jerk corrections after short
-//                 dwells, with per-session motor noise growing with speed
-//   replay        pieces of human TRAIN aimed movements (Balabit TRAIN users, --replay-traces)
-//                 chosen for a chord near the needed distance, scaled, rotated (and mirrored half
-//                 the time) to run from the cursor to the target, played through a random monotone
-//                 time warp and a per-session speed factor, with 0.3-0.8 px noise
+//   naive      Playwright fill/check/click: webdriver flag and HeadlessChrome user agent as shipped
+//   stealth    the same actions, webdriver flag hidden and a desktop Chrome user agent
+//   factorial  a factorial design: every session draws one level of each of five factors from its
+//              seed, so that no single factor (typing speed, pacing, the pointer, the driver) can
+//              tell these bots from people on its own. Every factorial session has the stealth
+//              environment (navigator.webdriver false through a patched getter, a Chrome user
+//              agent without "Headless").
+//
+// The factors and their levels:
+//   path      the pointer path family: bezier (this project's cubic Bezier humanizer with overshoot
+//             and jitter), ghost-cursor (the npm library with puppeteer-core, its own paths and
+//             pacing; cdp driver only), windmouse, perlin, minjerk, replay (human TRAIN strokes
+//             from --replay-traces, scaled, rotated and time-warped), or none (no pointer: the
+//             keyboard and touch modalities, and paste sessions that reach the field by keyboard)
+//   typing    the key timing source, as key-down to key-down intervals and holds (the features'
+//             measure, and humans.py's): population (humans.py's Typist reimplemented: a person's
+//             mean interval ~ N(238.66, 111.60) ms clipped to [100, 900], mean hold
+//             ~ N(116.25, 23.88) clipped to [50, 250], lognormal spread per keystroke, 3 % typos
+//             corrected with Backspace), replay (one TRAIN person's consecutive recorded intervals
+//             and holds from --typing-traces, class-matched where the trace has the class),
+//             metronome (Playwright's keyboard.type(text, {delay}) rhythm: hold = delay, then the
+//             same delay to the next key; delay 20-200 ms per session) or insert (no keys:
+//             Input.insertText). Capitals typed with keys get a Shift 30-120 ms before the key and
+//             released 10-60 ms after it, as a person's.
+//   pacing    human (lognormal pauses; per-session medians 0.8-2.5 s before a page's first action,
+//             0.3-1.2 s between actions, 1-4 s before typing an answer), agent (2-12 s of
+//             "thinking" before every action, then the action fast) or fast (a script: 30-300 ms)
+//   modality  mouse (a path to every target, press, dwell, release; wheel notches to scroll),
+//             keyboard (no pointer at all: Tab / Shift+Tab, Space on checkboxes and radios, arrows
+//             in the radio group and on the slider, Enter or Space on buttons), touch (a phone
+//             context: taps and swipes through Input.dispatchTouchEvent or W3C touch actions, a
+//             soft keyboard's key events) or paste (the mouse or the keyboard reaches the long
+//             answer, which is pasted with Control+V from the clipboard: a real, trusted paste
+//             event; the short answer is typed)
+//   driver    cdp (playwright-core; puppeteer-core for ghost-cursor) or webdriver
+//             (selenium-webdriver and Debian's chromedriver: W3C pointer, wheel, key and touch
+//             actions; chromedriver's DevTools pass-through only where W3C has no action or
+//             setting: insertText, soft-keyboard key events, the webdriver getter patch and a
+//             phone's screen). chromedriver runs from a copy whose `cdc_` page globals are
+//             renamed, as undetected-chromedriver does, so no driver shows automation globals.
+// Levels are balanced across seeds: each factor's level is a permutation of its levels per block
+// of consecutive seeds (seeded by factor and block), so every level appears equally often in each
+// block; the path is drawn among the moving paths for mouse sessions (ghost-cursor a third of
+// the time under cdp, never under webdriver, so every path is about equally frequent).
+// Impossible combinations (keyboard or touch with a pointer path, mouse without one,
+// ghost-cursor under webdriver) are repaired deterministically by changing as few factors as
+// possible (the path first). `--path` and the other factor flags force a level; the reference
+// stays that of the seed, so forced and unforced runs of one seed belong in different surveys.
 "use strict";
 
 const crypto = require("crypto");
 const fs = require("fs");
-const { chromium } = require("playwright-core");
 
-// The first five keep their positions: a generator's index is part of its sessions' seeds.
-const GENERATORS = ["naive", "stealth", "humanized", "replay", "agent", "ghost-cursor", "windmouse", "perlin", "minjerk"];
+const GENERATORS = ["naive", "stealth", "factorial"];
+// A generator's number is part of its sessions' behaviour seeds: naive and stealth keep the
+// numbers they always had, the factorial generator takes one no earlier generator used.
+const GENERATOR_NUMBER = { naive: 0, stealth: 1, factorial: 9 };
+const FACTORS = {
+  path: ["bezier", "ghost-cursor", "windmouse", "perlin", "minjerk", "replay", "none"],
+  typing: ["population", "replay", "metronome", "insert"],
+  pacing: ["human", "agent", "fast"],
+  modality: ["mouse", "keyboard", "touch", "paste"],
+  driver: ["cdp", "webdriver"],
+};
+const FACTOR_NAMES = Object.keys(FACTORS);
+const MOVING_PATHS = FACTORS.path.filter((level) => level !== "none");
+// The path draw per driver. ghost-cursor needs puppeteer, so webdriver sessions draw among the
+// other five paths; cdp sessions draw ghost-cursor a third of the time (five of fifteen entries,
+// the other paths two each), so that every path is drawn equally often over both drivers.
+const PATH_DRAW = {
+  cdp: MOVING_PATHS.flatMap((level) => Array(level === "ghost-cursor" ? 5 : 2).fill(level)),
+  webdriver: MOVING_PATHS.filter((level) => level !== "ghost-cursor"),
+};
+// What the library generators are, in the factorial's terms: Playwright's fill is insertText.
+const LIBRARY_FACTORS = { path: "none", typing: "insert", pacing: "fast", modality: "library", driver: "cdp" };
+
 const ANSWERS = [
   "I mostly use it on the train in the morning",
   "Setup was easy but the sync is slow",
@@ -60,20 +103,43 @@ const ANSWERS = [
 ];
 const COLOURS = ["blue", "green", "red", "purple", "teal", "orange", "black", "yellow"];
 
+function seedRange(text) {
+  const [from, to] = String(text).split("-").map(Number);
+  if (!Number.isInteger(from) || (to !== undefined && !Number.isInteger(to))) throw new Error(`bad seed range ${text}`);
+  const seeds = [];
+  for (let seed = from; seed <= (to === undefined ? from : to); seed++) seeds.push(seed);
+  return seeds;
+}
+
 function parseArgs(argv) {
   const args = { concurrency: 3 };
   for (let i = 2; i < argv.length; i += 2) {
+    if (!argv[i].startsWith("--") || argv[i + 1] === undefined) throw new Error(`expected --name value, got ${argv[i]}`);
     const name = argv[i].replace(/^--/, "");
     args[name.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = argv[i + 1];
+  }
+  args.forced = {};
+  for (const factor of FACTOR_NAMES) {
+    if (args[factor] === undefined) continue;
+    if (!FACTORS[factor].includes(args[factor])) {
+      throw new Error(`unknown ${factor} level ${args[factor]} (one of ${FACTORS[factor].join(", ")})`);
+    }
+    args.forced[factor] = args[factor];
+  }
+  if (args.listDesign) {
+    args.generator = args.generator || "factorial";
+    args.seedList = seedRange(args.listDesign);
+    return args;
   }
   for (const required of ["base", "key", "generator", "seeds"]) {
     if (!args[required]) throw new Error(`--${required} is required`);
   }
   if (!GENERATORS.includes(args.generator)) throw new Error(`unknown generator ${args.generator}`);
-  const [from, to] = args.seeds.split("-").map(Number);
-  args.seedList = [];
-  for (let seed = from; seed <= (to || from); seed++) args.seedList.push(seed);
-  args.concurrency = Number(args.concurrency);
+  if (Object.keys(args.forced).length && args.generator !== "factorial") {
+    throw new Error("factor levels can only be forced for the factorial generator");
+  }
+  args.seedList = seedRange(args.seeds);
+  args.concurrency = Math.max(1, Number(args.concurrency));
   return args;
 }
 
@@ -110,11 +176,76 @@ function rng(seed) {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+const clamp = (value, low, high) => Math.min(high, Math.max(low, value));
+const hash32 = (text) => crypto.createHash("sha1").update(text).digest().readUInt32BE(0);
 
-async function box(page, selector) {
-  const handle = await page.waitForSelector(selector, { state: "visible" });
-  await handle.scrollIntoViewIfNeeded();
-  return handle.boundingBox();
+// ---- the design: which levels a seed gets ----------------------------------------------------
+
+/**
+ * A balanced draw: seeds are cut into blocks of `levels.length` consecutive seeds (from seed 1),
+ * and each block gets its own permutation of the levels (seeded by the factor's name and the
+ * block), so every level appears once per block, and the factors' permutations are independent.
+ */
+function balancedPick(seed, name, levels) {
+  const n = levels.length;
+  if (n === 1) return levels[0];
+  const k = seed - 1;
+  const block = Math.floor(k / n);
+  const r = rng(hash32(`telltale-quality/design/${name}/${levels.join(",")}/${block}`));
+  const order = levels.slice();
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(r.next() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order[k - block * n];
+}
+
+/** Whether a combination of levels can be run at all. */
+function possible(d) {
+  if ((d.modality === "keyboard" || d.modality === "touch") && d.path !== "none") return false;
+  if (d.modality === "mouse" && d.path === "none") return false;
+  if (d.path === "ghost-cursor" && d.driver !== "cdp") return false;
+  return true;
+}
+
+/**
+ * The factor levels of a factorial seed. Typing, pacing, modality and driver are balanced draws
+ * (restricted to the forced level where one is forced); the path follows the modality: none for
+ * keyboard and touch, a balanced draw among the moving paths for mouse, and for paste one or the
+ * other (a coin per seed: the mouse or the keyboard reaches the field). An impossible
+ * combination is repaired by the cheapest change of unforced factors (path before driver before
+ * modality before typing before pacing), ties broken by a hash of the seed.
+ */
+function designFor(seed, forced = {}) {
+  const levels = (factor) => (forced[factor] ? [forced[factor]] : FACTORS[factor]);
+  const drawn = {};
+  for (const factor of ["typing", "pacing", "modality", "driver"]) drawn[factor] = balancedPick(seed, factor, levels(factor));
+  if (forced.path) drawn.path = forced.path;
+  else if (drawn.modality === "keyboard" || drawn.modality === "touch") drawn.path = "none";
+  else if (drawn.modality === "paste" && hash32(`telltale-quality/design/reach/${seed}`) % 2 === 0) drawn.path = "none";
+  else drawn.path = balancedPick(seed, `path/${drawn.driver}`, PATH_DRAW[drawn.driver]);
+  const ordered = (d) => Object.fromEntries(FACTOR_NAMES.map((factor) => [factor, d[factor]]));
+  if (possible(drawn)) return ordered(drawn);
+  const weight = { path: 1, driver: 2, modality: 4, typing: 8, pacing: 16 };
+  let best = null;
+  const visit = (index, combo) => {
+    if (index === FACTOR_NAMES.length) {
+      if (!possible(combo)) return;
+      const cost = FACTOR_NAMES.reduce((sum, f) => sum + (combo[f] === drawn[f] ? 0 : weight[f]), 0);
+      const tie = hash32(`telltale-quality/design/repair/${seed}/${JSON.stringify(ordered(combo))}`);
+      if (!best || cost < best.cost || (cost === best.cost && tie < best.tie)) best = { cost, tie, combo: ordered(combo) };
+      return;
+    }
+    const factor = FACTOR_NAMES[index];
+    for (const level of levels(factor)) visit(index + 1, { ...combo, [factor]: level });
+  };
+  visit(0, {});
+  if (!best) throw new Error(`no possible combination with the forced levels ${JSON.stringify(forced)}`);
+  return best.combo;
+}
+
+function factorsFor(generator, seed, forced) {
+  return generator === "factorial" ? designFor(seed, forced) : { ...LIBRARY_FACTORS };
 }
 
 // ---- naive and stealth: the automation library's own actions --------------------------------
@@ -130,146 +261,70 @@ async function fillNaive(page, r) {
   await page.click("#submit");
 }
 
-// ---- humanized: curved paths, jittered dwell, lognormal keys --------------------------------
+// ---- what every factorial session shares -----------------------------------------------------
 
-/** Moves along a cubic Bezier curve from the current position to (x, y), sampled per frame. */
-async function bezierMove(page, r, from, x, y) {
-  const distance = Math.hypot(x - from.x, y - from.y);
-  // Fitts-like duration: longer for longer moves, with spread.
-  const duration = r.lognormal(250 + 110 * Math.log2(1 + distance / 20), 0.25);
-  const bend = () => r.normal() * Math.min(120, distance * 0.35);
-  const c1 = { x: from.x + (x - from.x) * 0.3 + bend(), y: from.y + (y - from.y) * 0.3 + bend() };
-  const c2 = { x: from.x + (x - from.x) * 0.7 + bend(), y: from.y + (y - from.y) * 0.7 + bend() };
-  const overshoot = r.next() < 0.3 ? 1 + r.uniform(0.03, 0.1) : 1;
-  const target = { x: from.x + (x - from.x) * overshoot, y: from.y + (y - from.y) * overshoot };
-  const steps = Math.max(4, Math.round(duration / 16));
-  const start = Date.now();
-  for (let i = 1; i <= steps; i++) {
-    const linear = i / steps;
-    const t = linear < 0.5 ? 2 * linear * linear : 1 - Math.pow(-2 * linear + 2, 2) / 2; // ease in-out
-    const u = 1 - t;
-    const px = u * u * u * from.x + 3 * u * u * t * c1.x + 3 * u * t * t * c2.x + t * t * t * target.x;
-    const py = u * u * u * from.y + 3 * u * u * t * c1.y + 3 * u * t * t * c2.y + t * t * t * target.y;
-    await page.mouse.move(px + r.normal() * 0.6, py + r.normal() * 0.6);
-    await sleep(start + (duration * i) / steps + r.normal() * 3 - Date.now());
-  }
-  if (overshoot > 1) {
-    await sleep(r.lognormal(80, 0.3));
-    for (let i = 1; i <= 5; i++) {
-      await page.mouse.move(target.x + ((x - target.x) * i) / 5, target.y + ((y - target.y) * i) / 5);
-      await sleep(r.lognormal(16, 0.2));
-    }
-  }
-  return { x, y };
-}
-
-async function humanClick(page, r, cursor, selector) {
-  const b = await box(page, selector);
-  const x = b.x + b.width * r.uniform(0.25, 0.75);
-  const y = b.y + b.height * r.uniform(0.3, 0.7);
-  const at = await bezierMove(page, r, cursor, x, y);
-  await sleep(r.lognormal(120, 0.4));
-  await page.mouse.down();
-  await sleep(r.lognormal(95, 0.3));
-  await page.mouse.up();
-  return at;
-}
-
-async function humanType(page, r, text, holdMedian, flightMedian) {
-  for (const ch of text) {
-    await page.keyboard.down(ch);
-    await sleep(r.lognormal(holdMedian, 0.25));
-    await page.keyboard.up(ch);
-    await sleep(r.lognormal(flightMedian, 0.45) * (ch === " " ? 1.3 : 1));
-  }
-}
-
-async function fillHumanized(page, r) {
-  // A person first looks at the page; the cursor then starts from wherever it rested.
-  await sleep(r.lognormal(1200, 0.4));
-  let cursor = { x: r.uniform(100, 700), y: r.uniform(80, 500) };
-  await page.mouse.move(cursor.x, cursor.y);
-  const hold = r.lognormal(105, 0.2);
-  const flight = r.lognormal(210, 0.3);
-  cursor = await humanClick(page, r, cursor, `input[value=${r.pick(["weekly", "monthly", "rarely"])}]`);
-  await sleep(r.lognormal(700, 0.5));
-  cursor = await humanClick(page, r, cursor, `input[value=${r.pick(["phone", "laptop", "tablet"])}]`);
-  cursor = await humanClick(page, r, cursor, "#next-1");
-  await sleep(r.lognormal(900, 0.4));
-  cursor = await humanClick(page, r, cursor, "#experience");
-  await humanType(page, r, r.pick(ANSWERS).slice(0, r.int(8, 20)), hold, flight);
-  for (let notch = r.int(1, 4); notch > 0; notch--) {
-    await page.mouse.wheel(0, 100);
-    await sleep(r.lognormal(70, 0.4));
-  }
-  await sleep(r.lognormal(600, 0.4));
-  cursor = await humanClick(page, r, cursor, "#colour");
-  await humanType(page, r, r.pick(COLOURS), hold, flight);
-  cursor = await humanClick(page, r, cursor, "#next-2");
-  await sleep(r.lognormal(800, 0.4));
-  cursor = await humanClick(page, r, cursor, "#satisfaction");
-  cursor = await humanClick(page, r, cursor, "#submit");
-}
-
-// ---- agent: think, then act at element centres -----------------------------------------------
-
-async function centreClick(page, r, selector) {
-  await sleep(r.uniform(1000, 3000));
-  const b = await box(page, selector);
-  await page.mouse.click(b.x + b.width / 2, b.y + b.height / 2);
-}
-
-async function agentText(page, r, selector, text) {
-  await centreClick(page, r, selector);
-  if (r.next() < 0.5) await page.keyboard.insertText(text);
-  else await page.keyboard.type(text, { delay: r.uniform(5, 25) });
-}
-
-async function fillAgent(page, r) {
-  await centreClick(page, r, `input[value=${r.pick(["weekly", "monthly", "rarely"])}]`);
-  await centreClick(page, r, `input[value=${r.pick(["phone", "laptop", "tablet"])}]`);
-  await centreClick(page, r, "#next-1");
-  await agentText(page, r, "#experience", r.pick(ANSWERS));
-  await agentText(page, r, "#colour", r.pick(COLOURS));
-  await centreClick(page, r, "#next-2");
-  await centreClick(page, r, "#satisfaction");
-  await centreClick(page, r, "#submit");
-}
-
-// ---- the humanizers' shared survey filling: a person, the wheel, clicks and keys -------------
-
-/** One person's habits, drawn once per session from human ranges. */
-function drawPerson(r) {
+/**
+ * One person's motor habits, drawn once per session and the same under every pacing, so that
+ * pacing alone sets the pauses between actions.
+ */
+function drawMotor(r) {
   return {
-    holdMedian: r.uniform(80, 130), // key down to key up, ms
-    holdSigma: r.uniform(0.18, 0.3),
-    flightMedian: r.uniform(150, 300), // key up to the next key down, ms
-    flightSigma: r.uniform(0.35, 0.55),
-    spaceFactor: r.uniform(1.2, 1.7), // the flight after a space is longer
-    wordPause: r.uniform(0.05, 0.2), // chance of a longer pause between words
     preClickMedian: r.uniform(90, 220), // from arriving on a target to pressing, ms
     dwellMedian: r.uniform(70, 130), // mouse button held, ms
     notchMedian: r.uniform(45, 90), // between the wheel notches of one burst, ms
-    readingScale: r.uniform(0.7, 1.2), // a slower or faster reader
+    keyHoldMedian: r.uniform(70, 130), // Tab, arrows, Space, Enter held, ms
+    slip: r.uniform(0, 0.15), // chance of tabbing one field too far, then back
+    activate: r.next() < 0.7 ? "Enter" : " ", // the key that presses a focused button
+    tapDwellMedian: r.uniform(60, 140), // a finger on the glass, ms (40-180 per tap)
+    fingerBias: { x: r.uniform(-3, 3), y: r.uniform(0, 6) }, // taps land a little low
   };
 }
 
-/** A lognormal pause, capped so that no session runs away from the 40 s budget. */
+/** A lognormal pause, capped so that no session runs away. */
 const pause = (r, median, sigma) => sleep(Math.min(r.lognormal(median, sigma), 4 * median));
 
+/** The pauses between actions, by the pacing level. `navGap` is a number: inside key schedules. */
+function drawPacer(r, level) {
+  if (level === "human") {
+    const medians = { page: r.uniform(800, 2500), between: r.uniform(300, 1200), typing: r.uniform(1000, 4000), nav: r.uniform(180, 450) };
+    return {
+      level,
+      details: Object.fromEntries(Object.entries(medians).map(([k, v]) => [k, Math.round(v)])),
+      pageStart: () => pause(r, medians.page, 0.4),
+      between: () => pause(r, medians.between, 0.4),
+      beforeTyping: () => pause(r, medians.typing, 0.4),
+      navGap: () => Math.min(r.lognormal(medians.nav, 0.35), 4 * medians.nav),
+    };
+  }
+  if (level === "agent") {
+    const think = () => sleep(r.uniform(2000, 12000));
+    return { level, details: {}, pageStart: think, between: think, beforeTyping: think, navGap: () => r.uniform(30, 300) };
+  }
+  const quick = () => sleep(r.uniform(30, 300));
+  return { level, details: {}, pageStart: quick, between: quick, beforeTyping: quick, navGap: () => r.uniform(30, 300) };
+}
+
 /**
- * The element's box in viewport coordinates, with the viewport's size, once it is displayed.
- * Works with Playwright's and Puppeteer's pages alike (both take evaluate(fn, arg)).
+ * The element's box in viewport coordinates, with the viewport's size, once it is displayed (its
+ * label's box when `label` and the element sits in one). Runs in the page through any driver.
  */
-async function locate(page, selector) {
+async function locate(io, selector, label = false) {
   const until = Date.now() + 10000;
   for (;;) {
-    const found = await page.evaluate((sel) => {
-      const el = document.querySelector(sel);
-      const b = el && el.getBoundingClientRect();
-      if (!b || !b.width || !b.height) return null;
-      return { x: b.left, y: b.top, width: b.width, height: b.height, viewWidth: innerWidth, viewHeight: innerHeight };
-    }, selector);
+    const found = await io.evaluate(
+      ({ sel, useLabel }) => {
+        const element = document.querySelector(sel);
+        const target = (useLabel && element && element.closest("label")) || element;
+        const b = target && target.getBoundingClientRect();
+        if (!b || !b.width || !b.height) return null;
+        const page = document.scrollingElement || document.documentElement;
+        return {
+          x: b.left, y: b.top, width: b.width, height: b.height, viewWidth: innerWidth, viewHeight: innerHeight,
+          scrollY: page.scrollTop, scrollMax: page.scrollHeight - innerHeight,
+        };
+      },
+      { sel: selector, useLabel: label },
+    );
     if (found) return found;
     if (Date.now() > until) throw new Error(`${selector} was not displayed`);
     await sleep(50);
@@ -277,9 +332,9 @@ async function locate(page, selector) {
 }
 
 /** Wheel notches of 100 px, in bursts, until the element is wholly in view; returns its box. */
-async function wheelIntoView(page, r, who, wheel, selector) {
+async function wheelIntoView(io, r, who, wheel, selector) {
   for (let burst = 0; burst < 30; burst++) {
-    const b = await locate(page, selector);
+    const b = await locate(io, selector);
     const below = b.y + b.height - b.viewHeight; // > 0: under the fold
     const above = -b.y; // > 0: over the top
     if (below <= 0 && above <= 0) return b;
@@ -301,120 +356,50 @@ function aimPoint(r, b) {
   return { x: b.x + b.width * share(), y: b.y + b.height * share() };
 }
 
-/** Keys pressed and released one by one, with the person's lognormal holds and flights. */
-async function typeText(page, r, who, text) {
-  for (const ch of text) {
-    const capital = ch !== ch.toLowerCase();
-    if (capital) {
-      await page.keyboard.down("Shift");
-      await pause(r, 70, 0.3);
-    }
-    await page.keyboard.down(ch);
-    await pause(r, who.holdMedian, who.holdSigma);
-    await page.keyboard.up(ch);
-    if (capital) {
-      await pause(r, 40, 0.4);
-      await page.keyboard.up("Shift");
-    }
-    let flight = r.lognormal(who.flightMedian, who.flightSigma);
-    if (ch === " ") {
-      flight *= who.spaceFactor;
-      if (r.next() < who.wordPause) flight += r.lognormal(700, 0.4); // finding the next word
-    }
-    await sleep(Math.min(flight, 2000));
-  }
-}
-
-/**
- * The demo survey filled in by a person: `pointer.click(selector)` brings the target into view
- * with the wheel, moves there and clicks; `pointer.idle()` may drift the hand while reading.
- */
-async function fillSurvey(page, r, who, pointer) {
-  const read = (median) => pause(r, median * who.readingScale, 0.4);
-  await read(1200);
-  await pointer.idle();
-  await pointer.click(`input[value=${r.pick(["weekly", "monthly", "rarely"])}]`);
-  await read(600);
-  const devices = ["phone", "laptop", "tablet"].filter(() => r.next() < 0.5);
-  for (const device of devices.length ? devices : [r.pick(["phone", "laptop", "tablet"])]) {
-    await pointer.click(`input[value=${device}]`);
-    await read(300);
-  }
-  await pointer.click("#next-1");
-  await read(900);
-  await pointer.idle();
-  await pointer.click("#experience");
-  await typeText(page, r, who, r.pick(ANSWERS).slice(0, r.int(8, 20)).trim());
-  await read(500);
-  await pointer.click("#colour");
-  await typeText(page, r, who, r.pick(COLOURS));
-  await read(500);
-  await pointer.click("#next-2"); // under the long block: wheel bursts first
-  await read(800);
-  await pointer.idle();
-  await pointer.click("#satisfaction");
-  await read(400);
-  await pointer.click("#submit");
-}
-
-/**
- * Dispatches a timed path ([{x, y, t}], t in ms from its start) in real time. A dispatched move
- * returns only once the page has handled it (about one per frame in headless Chromium), so when
- * dispatching lags behind the plan, the points already overdue are skipped, as a browser
- * coalesces a mouse's reports to one per frame; the path keeps its planned timing either way.
- */
-async function playPath(page, points) {
-  const start = Date.now();
-  for (let next = 0; next < points.length; next++) {
-    await sleep(start + points[next].t - Date.now());
-    const elapsed = Date.now() - start;
-    while (next + 1 < points.length && points[next + 1].t <= elapsed) next++;
-    await page.mouse.move(points[next].x, points[next].y);
-  }
-}
-
-/**
- * A pointer for a Playwright page moved along our own path models: `path(from, to, size)`
- * returns the timed points of one movement, its last point where the pointer stops.
- */
-function pathPointer(page, r, who, path, start, view) {
-  let at = start;
-  const moveTo = async (to, size) => {
-    const points = path(at, to, size);
-    await playPath(page, points);
-    at = points[points.length - 1];
-  };
-  const pointer = {
-    wheel: (dy) => page.mouse.wheel(0, dy),
-    async click(selector) {
-      const b = await wheelIntoView(page, r, who, pointer.wheel, selector);
-      view = { width: b.viewWidth, height: b.viewHeight };
-      await moveTo(aimPoint(r, b), Math.min(b.width, b.height));
-      await pause(r, who.preClickMedian, 0.4);
-      await page.mouse.down();
-      await pause(r, who.dwellMedian, 0.3);
-      await page.mouse.up();
-    },
-    async idle() {
-      if (r.next() < 0.5) return;
-      const clamp = (v, high) => Math.min(high - 20, Math.max(20, v));
-      await moveTo({ x: clamp(at.x + 150 * r.normal(), view.width), y: clamp(at.y + 100 * r.normal(), view.height) }, 60);
-    },
-  };
-  return pointer;
-}
-
-/** Fills the survey moving the pointer with a path model drawn for this session. */
-async function fillWithPath(page, r, path) {
-  const who = drawPerson(r);
-  const view = await page.evaluate(() => ({ width: innerWidth, height: innerHeight }));
-  const start = { x: r.uniform(0.1, 0.6) * view.width, y: r.uniform(0.1, 0.7) * view.height };
-  await page.mouse.move(start.x, start.y); // the hand rests where it left the page
-  await fillSurvey(page, r, who, pathPointer(page, r, who, path, start, view));
-}
-
 /** Fitts-law movement time (Shannon form) for a distance and a target size, in ms. */
 const fitts = (a, b, distance, size) => a + b * Math.log2(1 + distance / Math.max(size, 4));
+
+// ---- bezier: this project's own humanizer ------------------------------------------------------
+
+/**
+ * A cubic Bezier curve from the cursor to the target with random control points, an ease in-out
+ * over a Fitts-like lognormal duration, 0.6 px jitter, and an overshoot (3-10 % past the target,
+ * then back in five steps) 30 % of the time: the path of the former `humanized` generator.
+ */
+function bezierPath(r, from, to) {
+  const distance = Math.hypot(to.x - from.x, to.y - from.y);
+  if (distance < 3) return [{ x: to.x, y: to.y, t: 16 }];
+  const duration = r.lognormal(250 + 110 * Math.log2(1 + distance / 20), 0.25);
+  const bend = () => r.normal() * Math.min(120, distance * 0.35);
+  const c1 = { x: from.x + (to.x - from.x) * 0.3 + bend(), y: from.y + (to.y - from.y) * 0.3 + bend() };
+  const c2 = { x: from.x + (to.x - from.x) * 0.7 + bend(), y: from.y + (to.y - from.y) * 0.7 + bend() };
+  const overshoot = r.next() < 0.3 ? 1 + r.uniform(0.03, 0.1) : 1;
+  const end = { x: from.x + (to.x - from.x) * overshoot, y: from.y + (to.y - from.y) * overshoot };
+  const steps = Math.max(4, Math.round(duration / 16));
+  const points = [];
+  let t = 0;
+  for (let i = 1; i <= steps; i++) {
+    const linear = i / steps;
+    const e = linear < 0.5 ? 2 * linear * linear : 1 - Math.pow(-2 * linear + 2, 2) / 2;
+    const u = 1 - e;
+    const jitter = i < steps || overshoot > 1 ? 0.6 : 0;
+    t = Math.max(t + 1, (duration * i) / steps + r.normal() * 3);
+    points.push({
+      x: u * u * u * from.x + 3 * u * u * e * c1.x + 3 * u * e * e * c2.x + e * e * e * end.x + jitter * r.normal(),
+      y: u * u * u * from.y + 3 * u * u * e * c1.y + 3 * u * e * e * c2.y + e * e * e * end.y + jitter * r.normal(),
+      t,
+    });
+  }
+  if (overshoot > 1) {
+    t += r.lognormal(80, 0.3);
+    for (let i = 1; i <= 5; i++) {
+      points.push({ x: end.x + ((to.x - end.x) * i) / 5, y: end.y + ((to.y - end.y) * i) / 5, t });
+      t += r.lognormal(16, 0.2);
+    }
+  }
+  points[points.length - 1] = { ...points[points.length - 1], x: to.x, y: to.y };
+  return points;
+}
 
 // ---- windmouse: gravity, wind and a maximum step ---------------------------------------------
 
@@ -729,7 +714,562 @@ function smoothed(points) {
   return out;
 }
 
-// ---- ghost-cursor: the public library, with puppeteer-core ----------------------------------
+// ---- typing: key timing sources ----------------------------------------------------------------
+
+// Dhakal, Feit, Kristensson and Oulasvirta (CHI 2018) as humans.py uses them: a person's mean
+// key-down to key-down interval and mean hold; the clips, the per-keystroke log-sigmas and the
+// typo rate are humans.py's (Typist, Timeline.typing).
+const IKI_MEAN_MS = 238.66;
+const IKI_SD_MS = 111.6;
+const HOLD_MEAN_MS = 116.25;
+const HOLD_SD_MS = 23.88;
+const IKI_SIGMA = 0.45;
+const HOLD_SIGMA = 0.25;
+const TYPO_RATE = 0.03; // a wrong neighbouring letter, then Backspace, then the right one
+const KEYBOARD_ROWS = ["qwertyuiop", "asdfghjkl", "zxcvbnm"];
+
+/** The embed's key class of a typed character. */
+function keyClassOf(ch) {
+  if (ch === " ") return "space";
+  if (ch >= "0" && ch <= "9") return "digit";
+  if (ch === "\n") return "enter";
+  return "char";
+}
+
+/** A letter next to `ch` on its keyboard row (the usual slip of a finger). */
+function neighbour(r, ch) {
+  const lower = ch.toLowerCase();
+  const row = KEYBOARD_ROWS.find((keys) => keys.includes(lower));
+  if (!row) return lower;
+  const index = row.indexOf(lower);
+  const choices = [row[index - 1], row[index + 1]].filter(Boolean);
+  return r.pick(choices);
+}
+
+/**
+ * The session's typist: `strokes(text)` gives the keys that type `text` as [{key, down, hold}]
+ * (ms from the first key-down), or null for `insert`. Drawn from the typing level.
+ */
+function drawTypist(r, level, resources) {
+  if (level === "population") {
+    const iki = clamp(IKI_MEAN_MS + IKI_SD_MS * r.normal(), 100, 900);
+    const holdMean = clamp(HOLD_MEAN_MS + HOLD_SD_MS * r.normal(), 50, 250);
+    // Lognormals whose means are the person's means, as humans.py's Typist draws them.
+    const flight = () => iki * Math.exp(IKI_SIGMA * r.normal() - (IKI_SIGMA * IKI_SIGMA) / 2);
+    const hold = () => holdMean * Math.exp(HOLD_SIGMA * r.normal() - (HOLD_SIGMA * HOLD_SIGMA) / 2);
+    return {
+      level,
+      details: { ikiMeanMs: Math.round(iki), holdMeanMs: Math.round(holdMean) },
+      strokes(text) {
+        const out = [];
+        let t = 0;
+        for (const ch of text) {
+          if (/[a-z]/i.test(ch) && r.next() < TYPO_RATE) {
+            out.push({ key: neighbour(r, ch), down: t, hold: hold() });
+            t += flight();
+            out.push({ key: "Backspace", down: t, hold: hold() });
+            t += flight();
+          }
+          out.push({ key: ch, down: t, hold: hold() });
+          t += flight();
+        }
+        return out;
+      },
+    };
+  }
+  if (level === "replay") {
+    const trace = r.pick(resources.typingTraces());
+    const keys = trace.keys;
+    const byClass = {};
+    keys.forEach(([, , keyClass], index) => {
+      if (index > 0) (byClass[keyClass] = byClass[keyClass] || []).push(index);
+    });
+    const intervals = keys.slice(1).map((k, i) => k[0] - keys[i][0]).sort((a, b) => a - b);
+    const medianInterval = intervals[Math.floor(intervals.length / 2)] || 200;
+    let cursor = r.int(1, Math.max(1, keys.length - 1));
+    return {
+      level,
+      details: { person: trace.person },
+      strokes(text) {
+        const out = [];
+        let t = 0;
+        for (const ch of text) {
+          if (cursor >= keys.length) cursor = 1;
+          let index = cursor;
+          const wanted = keyClassOf(ch);
+          if (keys[index][2] !== wanted && byClass[wanted]) {
+            // The nearest recorded key of the class from here on (or the first one): its own
+            // interval from the key before it, and its hold.
+            index = byClass[wanted].find((i) => i >= cursor) || byClass[wanted][0];
+          }
+          const interval = index > 0 ? keys[index][0] - keys[index - 1][0] : medianInterval;
+          if (out.length) t += clamp(interval, 1, 5000);
+          out.push({ key: ch, down: t, hold: Math.max(5, keys[index][1] - keys[index][0]) });
+          cursor++;
+        }
+        return out;
+      },
+    };
+  }
+  if (level === "metronome") {
+    const delay = r.uniform(20, 200);
+    return {
+      level,
+      details: { delayMs: Math.round(delay) },
+      // keyboard.type(text, {delay}): each key down, `delay`, up, `delay`, the next key down.
+      strokes: (text) => Array.from(text, (key, i) => ({ key, down: 2 * delay * i, hold: delay })),
+    };
+  }
+  return { level, details: {}, strokes: () => null };
+}
+
+/** Whether two key names are one physical key (a capital and its small letter are). */
+const sameKey = (a, b) => a.toLowerCase() === b.toLowerCase();
+
+/**
+ * Key events [{t, type: "down"|"up", key}] from strokes: a key never goes down again while it is
+ * held (that would be an auto-repeat), and with `shift` every capital gets a Shift pressed
+ * 30-120 ms before it (after the previous key's press) and released 10-60 ms after it (before the
+ * next key's press); Shifts of consecutive capitals merge into one.
+ */
+function keyEvents(r, strokes, { shift = true } = {}) {
+  for (let i = 0; i < strokes.length; i++) {
+    for (let j = i + 1; j < strokes.length && strokes[j].down < strokes[i].down + strokes[i].hold; j++) {
+      if (sameKey(strokes[j].key, strokes[i].key)) strokes[i].hold = Math.max(3, strokes[j].down - strokes[i].down - 3);
+    }
+  }
+  const events = [];
+  const shifts = [];
+  strokes.forEach((s, i) => {
+    events.push({ t: s.down, type: "down", key: s.key }, { t: s.down + s.hold, type: "up", key: s.key });
+    if (!shift || s.key.length !== 1 || s.key === s.key.toLowerCase()) return;
+    const previous = i > 0 ? strokes[i - 1].down : -Infinity;
+    const next = i + 1 < strokes.length ? strokes[i + 1].down : Infinity;
+    let down = s.down - r.uniform(30, 120);
+    if (down <= previous + 2) down = previous + (s.down - previous) * r.uniform(0.3, 0.7);
+    const release = s.down + s.hold;
+    let up = release + r.uniform(10, 60);
+    if (up >= next) up = r.uniform(release < next ? release : s.down + 1, next);
+    const last = shifts[shifts.length - 1];
+    if (last && down <= last.up) last.up = Math.max(last.up, up);
+    else shifts.push({ down, up });
+  });
+  for (const s of shifts) events.push({ t: s.down, type: "down", key: "Shift" }, { t: s.up, type: "up", key: "Shift" });
+  // In time order; at one time a release before a press.
+  events.sort((a, b) => a.t - b.t || (a.type === "up" ? -1 : 1) - (b.type === "up" ? -1 : 1));
+  const start = Math.min(0, ...events.map((e) => e.t));
+  return events.map((e) => ({ ...e, t: e.t - start }));
+}
+
+/**
+ * A phone's soft keyboard: each character is a key-down of key "Unidentified" (keyCode 229), the
+ * text inserted, and a key-up of "Unidentified", as Chrome on Android reports an IME's input;
+ * Backspace stays a real key, capitals need no Shift key.
+ */
+function softKeyEvents(strokes) {
+  const events = [];
+  for (const s of strokes) {
+    if (s.key === "Backspace") {
+      events.push({ t: s.down, type: "down", key: "Backspace" }, { t: s.down + s.hold, type: "up", key: "Backspace" });
+    } else {
+      events.push({ t: s.down, type: "soft-down", text: s.key }, { t: s.down + s.hold, type: "soft-up" });
+    }
+  }
+  return events.sort((a, b) => a.t - b.t || (a.type.endsWith("up") ? -1 : 1) - (b.type.endsWith("up") ? -1 : 1));
+}
+
+/** One key pressed after `gap` ms (Shift held around it when `shifted`). */
+function pressEvents(r, motor, key, gap, shifted = false) {
+  const hold = clamp(r.lognormal(motor.keyHoldMedian, 0.25), 30, 400);
+  if (!shifted) return [{ t: gap, type: "down", key }, { t: gap + hold, type: "up", key }];
+  const lead = r.uniform(30, 120);
+  return [
+    { t: gap, type: "down", key: "Shift" },
+    { t: gap + lead, type: "down", key },
+    { t: gap + lead + hold, type: "up", key },
+    { t: gap + lead + hold + r.uniform(10, 60), type: "up", key: "Shift" },
+  ];
+}
+
+/** Control+V as a person presses it. */
+function pasteEvents(r, motor) {
+  const lead = r.uniform(60, 200);
+  const hold = clamp(r.lognormal(motor.keyHoldMedian, 0.25), 30, 400);
+  return [
+    { t: 0, type: "down", key: "Control" },
+    { t: lead, type: "down", key: "v" },
+    { t: lead + hold, type: "up", key: "v" },
+    { t: lead + hold + r.uniform(20, 120), type: "up", key: "Control" },
+  ];
+}
+
+/** Human TRAIN typing for the replay level: [{person, keys: [[down_ms, up_ms, key_class], ...]}]. */
+function loadTypingTraces(path) {
+  if (!path) throw new Error("the replay typing level needs --typing-traces");
+  const traces = JSON.parse(fs.readFileSync(path, "utf8")).filter((trace) => trace.keys && trace.keys.length >= 12);
+  if (!traces.length) throw new Error(`no typing traces in ${path}`);
+  return traces;
+}
+
+/** Human TRAIN strokes for the replay path: a JSON array of [[t, x, y], ...] strokes. */
+function loadStrokes(path) {
+  if (!path) throw new Error("the replay path needs --replay-traces");
+  const strokes = JSON.parse(fs.readFileSync(path, "utf8"))
+    .map((stroke) => stroke.map(([t, x, y]) => ({ t, x, y })))
+    .filter((stroke) => stroke.length >= 5);
+  if (!strokes.length) throw new Error(`no strokes in ${path}`);
+  return strokes;
+}
+
+// ---- drivers: one small input interface over three automation stacks --------------------------
+//
+// Every driver gives: goto(url), evaluate(fn, arg...), keys(events) (a timed schedule of key
+// downs and ups, or soft-keyboard inputs), insertText(text), setClipboard(text), close(); the
+// pointer drivers also playPath(points) (timed moves), press(preMs, dwellMs), wheel(dy); the touch
+// drivers tap(x, y, dwellMs, contact) and swipe(points, contact).
+
+/** Makes navigator.webdriver false, as stealth plugins do (an init script in every document). */
+function hideWebdriver() {
+  Object.defineProperty(Navigator.prototype, "webdriver", { get: () => false });
+}
+
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const CHROMEDRIVER = process.env.CHROMEDRIVER || "/usr/bin/chromedriver";
+const VIEWPORT_WIDTHS = [1280, 1366, 1440, 1536];
+const VIEWPORT_HEIGHTS = [720, 768, 800, 864];
+// Phones of common CSS sizes and pixel ratios.
+const PHONES = [
+  { width: 390, height: 844, ratio: 3 },
+  { width: 412, height: 915, ratio: 2.625 },
+  { width: 393, height: 873, ratio: 2.75 },
+  { width: 360, height: 800, ratio: 3 },
+];
+
+/** The browser's major version, for user agents that match it. */
+let chromeMajor = null;
+function chromiumMajor() {
+  if (chromeMajor === null) {
+    const { execFileSync } = require("child_process");
+    const text = execFileSync(CHROMIUM, ["--version"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
+    chromeMajor = (text.match(/(\d+)\.\d+\.\d+\.\d+/) || [null, "120"])[1];
+  }
+  return chromeMajor;
+}
+/** Chrome's reduced user agents (what Chrome sends since version 110), without "Headless". */
+const desktopAgent = () => `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${chromiumMajor()}.0.0.0 Safari/537.36`;
+const phoneAgent = () => `Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${chromiumMajor()}.0.0.0 Mobile Safari/537.36`;
+
+/** The session's screen: a desktop window or a phone. */
+function drawScreen(r, factors) {
+  if (factors.modality === "touch") {
+    const phone = r.pick(PHONES);
+    return { phone: true, width: phone.width, height: phone.height, ratio: phone.ratio, userAgent: phoneAgent() };
+  }
+  return { phone: false, width: r.pick(VIEWPORT_WIDTHS), height: r.pick(VIEWPORT_HEIGHTS), ratio: 1, userAgent: desktopAgent() };
+}
+
+const SOFT_KEY = { key: "Unidentified", code: "", windowsVirtualKeyCode: 229, nativeVirtualKeyCode: 229 };
+
+/** Plays key events in real time: `send(event)` dispatches one. */
+async function playKeys(events, send) {
+  const start = Date.now();
+  for (const event of events) {
+    await sleep(start + event.t - Date.now());
+    await send(event);
+  }
+}
+
+/**
+ * Dispatches a timed path ([{x, y, t}], t in ms from its start) in real time. A dispatched move
+ * returns only once the page has handled it (about one per frame in headless Chromium), so when
+ * dispatching lags behind the plan, the points already overdue are skipped, as a browser
+ * coalesces a mouse's reports to one per frame; the path keeps its planned timing either way.
+ */
+async function playTimed(points, move) {
+  const start = Date.now();
+  for (let next = 0; next < points.length; next++) {
+    await sleep(start + points[next].t - Date.now());
+    const elapsed = Date.now() - start;
+    while (next + 1 < points.length && points[next + 1].t <= elapsed) next++;
+    await move(points[next]);
+  }
+}
+
+/** Touch points for Input.dispatchTouchEvent: CDP's defaults (radius 1, force 1) without a contact. */
+const touchPoint = (x, y, contact) => ({ x, y, id: 1, ...(contact || {}) });
+
+/** Playwright's page (the cdp driver), with a DevTools session for touch and soft keys. */
+async function playwrightDriver(context, page, screen) {
+  const cdp = await context.newCDPSession(page);
+  if (screen.phone) await cdp.send("Emulation.setTouchEmulationEnabled", { enabled: true, maxTouchPoints: 5 });
+  return {
+    name: "playwright",
+    goto: (url) => page.goto(url),
+    evaluate: (fn, arg) => page.evaluate(fn, arg),
+    playPath: (points) => playTimed(points, (p) => page.mouse.move(p.x, p.y)),
+    async press(preMs, dwellMs) {
+      await sleep(preMs);
+      await page.mouse.down();
+      await sleep(dwellMs);
+      await page.mouse.up();
+    },
+    wheel: (dy) => page.mouse.wheel(0, dy),
+    keys: (events) =>
+      playKeys(events, async (e) => {
+        if (e.type === "down") await page.keyboard.down(e.key);
+        else if (e.type === "up") await page.keyboard.up(e.key);
+        else if (e.type === "soft-down") {
+          await cdp.send("Input.dispatchKeyEvent", { type: "rawKeyDown", ...SOFT_KEY });
+          await cdp.send("Input.insertText", { text: e.text });
+        } else await cdp.send("Input.dispatchKeyEvent", { type: "keyUp", ...SOFT_KEY });
+      }),
+    insertText: (text) => page.keyboard.insertText(text),
+    async tap(x, y, dwellMs, contact) {
+      await cdp.send("Input.dispatchTouchEvent", { type: "touchStart", touchPoints: [touchPoint(x, y, contact)] });
+      await sleep(dwellMs);
+      await cdp.send("Input.dispatchTouchEvent", { type: "touchEnd", touchPoints: [] });
+    },
+    async swipe(points, contact) {
+      await cdp.send("Input.dispatchTouchEvent", { type: "touchStart", touchPoints: [touchPoint(points[0].x, points[0].y, contact)] });
+      await playTimed(points.slice(1), (p) =>
+        cdp.send("Input.dispatchTouchEvent", { type: "touchMove", touchPoints: [touchPoint(p.x, p.y, contact)] }),
+      );
+      await cdp.send("Input.dispatchTouchEvent", { type: "touchEnd", touchPoints: [] });
+    },
+    setClipboard: (text) => page.evaluate((t) => navigator.clipboard.writeText(t), text),
+    close: () => context.close(),
+  };
+}
+
+/** Puppeteer's page (the cdp driver of ghost-cursor sessions); the library moves the pointer. */
+function puppeteerDriver(context, page) {
+  return {
+    name: "puppeteer",
+    page,
+    goto: (url) => page.goto(url),
+    evaluate: (fn, arg) => page.evaluate(fn, arg),
+    keys: (events) => playKeys(events, (e) => (e.type === "down" ? page.keyboard.down(e.key) : page.keyboard.up(e.key))),
+    insertText: (text) => page.keyboard.sendCharacter(text), // Input.insertText
+    async setClipboard(text) {
+      const origin = new URL(page.url()).origin;
+      await context.overridePermissions(origin, ["clipboard-read", "clipboard-write", "clipboard-sanitized-write"]);
+      await page.evaluate((t) => navigator.clipboard.writeText(t), text);
+    },
+    close: () => context.close(),
+  };
+}
+
+/**
+ * Debian's chromedriver with the `cdc_` prefix of the globals it leaves in every page it runs a
+ * script in renamed (bytes of the same length), as undetected-chromedriver patches it: the
+ * stealth environment of a Selenium user. The copy lives in the temporary folder, one per
+ * chromedriver build.
+ */
+function stealthChromedriver() {
+  const os = require("os");
+  const path = require("path");
+  const stat = fs.statSync(CHROMEDRIVER);
+  const target = path.join(os.tmpdir(), `telltale-quality-chromedriver-${stat.size}-${Math.round(stat.mtimeMs)}`);
+  if (fs.existsSync(target)) return target;
+  const binary = fs.readFileSync(CHROMEDRIVER);
+  const alnum = (byte) => (byte >= 48 && byte <= 57) || (byte >= 65 && byte <= 90) || (byte >= 97 && byte <= 122);
+  let renamed = 0;
+  for (let at = binary.indexOf("cdc_"); at >= 0; at = binary.indexOf("cdc_", at + 1)) {
+    const tail = binary.subarray(at + 4, at + 26);
+    if (tail.length < 22 || !tail.every(alnum) || binary[at + 26] !== 0x5f) continue;
+    const letters = crypto.createHash("sha256").update(binary.subarray(at, at + 26)).digest("hex").replace(/[0-9]/g, "");
+    const name = ("tlq" + letters + "qqqqqqqqqqqqqqqqqqqqqqqqqq").slice(0, 26);
+    binary.write(name, at, "latin1");
+    renamed++;
+  }
+  if (!renamed) return CHROMEDRIVER; // a chromedriver without the prefix needs no patch
+  const partial = `${target}.${process.pid}`;
+  fs.writeFileSync(partial, binary, { mode: 0o755 });
+  fs.renameSync(partial, target);
+  return target;
+}
+
+/**
+ * A chromedriver session (the webdriver driver): W3C actions for the pointer, touch and keys;
+ * chromedriver's DevTools pass-through (what Selenium users call execute_cdp_cmd) only where the
+ * W3C protocol has no action or setting: insertText and soft-keyboard keys, the webdriver getter
+ * patch, and a phone's screen (chromedriver's own mobileEmulation resets maxTouchPoints to 1 on
+ * every navigation, so the phone is emulated with the same DevTools calls Playwright makes).
+ */
+async function webdriverDriver(screen) {
+  const { Builder, Key } = require("selenium-webdriver");
+  const chrome = require("selenium-webdriver/chrome");
+  const { Pointer } = require("selenium-webdriver/lib/input");
+  const options = new chrome.Options()
+    .setChromeBinaryPath(CHROMIUM)
+    .addArguments("--headless", "--no-sandbox", "--disable-blink-features=AutomationControlled")
+    .addArguments(`--window-size=${screen.width},${screen.height}`, `--user-agent=${screen.userAgent}`)
+    .excludeSwitches("enable-automation");
+  const driver = await new Builder()
+    .forBrowser("chrome")
+    .setChromeOptions(options)
+    .setChromeService(new chrome.ServiceBuilder(stealthChromedriver()))
+    .build();
+  try {
+    await driver.sendDevToolsCommand("Page.addScriptToEvaluateOnNewDocument", { source: `(${hideWebdriver})()` });
+    if (screen.phone) {
+      await driver.sendDevToolsCommand("Emulation.setDeviceMetricsOverride", {
+        width: screen.width, height: screen.height, deviceScaleFactor: screen.ratio, mobile: true,
+        screenWidth: screen.width, screenHeight: screen.height,
+      });
+      await driver.sendDevToolsCommand("Emulation.setTouchEmulationEnabled", { enabled: true, maxTouchPoints: 5 });
+    }
+  } catch (error) {
+    await driver.quit();
+    throw error;
+  }
+  const KEYS = {
+    Shift: Key.SHIFT, Control: Key.CONTROL, Tab: Key.TAB, Enter: Key.ENTER, Backspace: Key.BACK_SPACE,
+    ArrowUp: Key.ARROW_UP, ArrowDown: Key.ARROW_DOWN, ArrowLeft: Key.ARROW_LEFT, ArrowRight: Key.ARROW_RIGHT,
+  };
+  const finger = new Pointer("finger", Pointer.Type.TOUCH);
+  let view = { width: screen.width, height: screen.height };
+  let mouse = { x: 0, y: 0 };
+  const inView = (p) => ({ x: clamp(Math.round(p.x), 0, view.width - 1), y: clamp(Math.round(p.y), 0, view.height - 1) });
+  const perform = (device, steps) => {
+    const actions = driver.actions({ async: true });
+    const devices = { mouse: actions.mouse(), keyboard: actions.keyboard(), wheel: actions.wheel() };
+    actions.insert(devices[device] || device, ...steps);
+    return actions.perform();
+  };
+  const wait = (ms) => ({ type: "pause", duration: Math.max(0, Math.round(ms)) });
+  const contactOf = (contact) =>
+    contact ? { width: 2 * contact.radiusX, height: 2 * contact.radiusY, pressure: contact.force } : {};
+  const devtools = (e) =>
+    e.type === "down" && e.key === "Backspace"
+      ? driver.sendDevToolsCommand("Input.dispatchKeyEvent", { type: "rawKeyDown", key: "Backspace", code: "Backspace", windowsVirtualKeyCode: 8 })
+      : e.type === "up" && e.key === "Backspace"
+        ? driver.sendDevToolsCommand("Input.dispatchKeyEvent", { type: "keyUp", key: "Backspace", code: "Backspace", windowsVirtualKeyCode: 8 })
+        : e.type === "soft-down"
+          ? driver
+              .sendDevToolsCommand("Input.dispatchKeyEvent", { type: "rawKeyDown", ...SOFT_KEY })
+              .then(() => driver.sendDevToolsCommand("Input.insertText", { text: e.text }))
+          : driver.sendDevToolsCommand("Input.dispatchKeyEvent", { type: "keyUp", ...SOFT_KEY });
+  return {
+    name: "webdriver",
+    async goto(url) {
+      await driver.get(url);
+      if (url.startsWith("http")) view = await driver.executeScript("return { width: innerWidth, height: innerHeight };");
+    },
+    evaluate: (fn, arg) => driver.executeScript(`return (${fn}).apply(null, arguments);`, arg),
+    /**
+     * The path as W3C pointerMove actions: chromedriver dispatches at most one move per frame
+     * and waits each move's duration first, so points closer than a frame are dropped and
+     * each kept move lasts the time since the last kept one.
+     */
+    async playPath(points) {
+      const steps = [];
+      let last = 0;
+      points.forEach((p, index) => {
+        if (index < points.length - 1 && p.t - last < 16) return;
+        steps.push({ type: "pointerMove", origin: "viewport", ...inView(p), duration: Math.round(p.t - last) });
+        last = p.t;
+      });
+      await perform("mouse", steps);
+      mouse = inView(points[points.length - 1]);
+    },
+    press: (preMs, dwellMs) =>
+      perform("mouse", [wait(preMs), { type: "pointerDown", button: 0 }, wait(dwellMs), { type: "pointerUp", button: 0 }]),
+    wheel: (dy) => perform("wheel", [{ type: "scroll", origin: "viewport", x: mouse.x, y: mouse.y, deltaX: 0, deltaY: dy, duration: 0 }]),
+    async keys(events) {
+      if (events.some((e) => e.type.startsWith("soft"))) return playKeys(events, devtools);
+      // chromedriver spends about 2 ms on each key action: the pause before it is that much shorter.
+      const steps = [];
+      let at = 0;
+      for (const e of events) {
+        if (e.t - at > 2) steps.push(wait(e.t - at - 2));
+        at = Math.max(at, e.t);
+        steps.push({ type: e.type === "down" ? "keyDown" : "keyUp", value: KEYS[e.key] || e.key });
+      }
+      await perform("keyboard", steps);
+    },
+    insertText: (text) => driver.sendDevToolsCommand("Input.insertText", { text }),
+    tap: (x, y, dwellMs, contact) =>
+      perform(finger, [
+        { type: "pointerMove", origin: "viewport", ...inView({ x, y }), duration: 0 },
+        { type: "pointerDown", button: 0, ...contactOf(contact) },
+        wait(dwellMs),
+        { type: "pointerUp", button: 0 },
+      ]),
+    swipe(points, contact) {
+      const steps = [{ type: "pointerMove", origin: "viewport", ...inView(points[0]), duration: 0 }, { type: "pointerDown", button: 0, ...contactOf(contact) }];
+      let last = points[0].t;
+      for (const p of points.slice(1)) {
+        if (p !== points[points.length - 1] && p.t - last < 16) continue;
+        steps.push({ type: "pointerMove", origin: "viewport", ...inView(p), duration: Math.round(p.t - last), ...contactOf(contact) });
+        last = p.t;
+      }
+      steps.push({ type: "pointerUp", button: 0 });
+      return perform(finger, steps);
+    },
+    async setClipboard(text) {
+      await driver.setPermission("clipboard-read", "granted");
+      await driver.setPermission("clipboard-write", "granted");
+      const outcome = await driver.executeAsyncScript(
+        "const done = arguments[arguments.length - 1]; navigator.clipboard.writeText(arguments[0]).then(() => done('ok'), (e) => done(String(e)));",
+        text,
+      );
+      if (outcome !== "ok") throw new Error(`clipboard: ${outcome}`);
+    },
+    close: () => driver.quit(),
+  };
+}
+
+// ---- modalities: how a session reaches and operates each control ------------------------------
+
+/**
+ * A pointer moved along our own path models: `path(from, to, size)` returns the timed points of
+ * one movement, its last point where the pointer stops.
+ */
+function pathPointer(io, r, who, path, start, view) {
+  let at = start;
+  const moveTo = async (to, size) => {
+    const points = path(at, to, size);
+    await io.playPath(points);
+    at = points[points.length - 1];
+  };
+  const pointer = {
+    async click(selector, aim = aimPoint) {
+      const b = await wheelIntoView(io, r, who, (dy) => io.wheel(dy), selector);
+      view = { width: b.viewWidth, height: b.viewHeight };
+      await moveTo(aim(r, b), Math.min(b.width, b.height));
+      await io.press(Math.min(r.lognormal(who.preClickMedian, 0.4), 4 * who.preClickMedian), Math.min(r.lognormal(who.dwellMedian, 0.3), 4 * who.dwellMedian));
+    },
+    async idle() {
+      if (r.next() < 0.5) return;
+      const edge = (v, high) => Math.min(high - 20, Math.max(20, v));
+      await moveTo({ x: edge(at.x + 150 * r.normal(), view.width), y: edge(at.y + 100 * r.normal(), view.height) }, 60);
+    },
+  };
+  return pointer;
+}
+
+/** The session's path model, with its per-session parameters. */
+function pathModel(r, level, resources) {
+  if (level === "bezier") return (from, to) => bezierPath(r, from, to);
+  if (level === "windmouse") {
+    const style = windMouseStyle(r);
+    return (from, to, size) => windMousePath(r, style, from, to, size);
+  }
+  if (level === "perlin") {
+    const style = perlinStyle(r);
+    return (from, to, size) => perlinPath(r, style, from, to, size);
+  }
+  if (level === "minjerk") {
+    const style = minJerkStyle(r);
+    return (from, to, size) => minJerkPath(r, style, from, to, size);
+  }
+  if (level === "replay") {
+    const style = replayStyle(r, resources.strokes());
+    return (from, to, size) => replayPath(r, style, from, to, size);
+  }
+  throw new Error(`no path model ${level}`);
+}
 
 /**
  * ghost-cursor as a fraudster uses it: createCursor(page) with its random moves on, then
@@ -738,16 +1278,16 @@ function smoothed(points) {
  * notches go through the library's cursor.scroll, so they land where its cursor is. The library
  * draws its paths from Math.random: only the rest of the session follows the seed.
  */
-async function fillGhostCursor(page, r) {
+function ghostPointer(io, r, who) {
   const { createCursor } = require("ghost-cursor");
-  const who = drawPerson(r);
+  const page = io.page;
   const view = page.viewport();
   const start = { x: r.uniform(0.1, 0.6) * view.width, y: r.uniform(0.1, 0.7) * view.height };
   const cursor = createCursor(page, start, true);
-  const pointer = {
-    wheel: (dy) => cursor.scroll({ y: dy }, { scrollSpeed: 100, scrollDelay: 0 }),
+  const wheel = (dy) => cursor.scroll({ y: dy }, { scrollSpeed: 100, scrollDelay: 0 });
+  return {
     async click(selector) {
-      await wheelIntoView(page, r, who, pointer.wheel, selector);
+      await wheelIntoView(io, r, who, wheel, selector);
       await cursor.click(selector, {
         paddingPercentage: r.uniform(20, 60),
         hesitate: Math.min(r.lognormal(who.preClickMedian, 0.4), 900),
@@ -756,83 +1296,252 @@ async function fillGhostCursor(page, r) {
       });
     },
     idle: async () => {}, // the library's random moves wander on their own while the page is read
-  };
-  try {
-    await fillSurvey(page, r, who, pointer);
-  } finally {
     // Random moves stop once the page is gone; they would never stop while flagged as moving.
-    cursor.toggleRandomMove(true);
+    stop: () => cursor.toggleRandomMove(true),
+  };
+}
+
+/** A point on the slider's track for a value from 0 to 10. */
+const sliderPoint = (value) => (r, b) => ({
+  x: b.x + 8 + ((b.width - 16) * value) / 10 + r.normal(),
+  y: b.y + b.height * clamp(0.5 + 0.1 * r.normal(), 0.25, 0.75),
+});
+
+/** The mouse operates every control: a path there, a press. */
+function mouseActor(pointer) {
+  return {
+    idle: () => pointer.idle(),
+    radio: (name, value) => pointer.click(`input[name=${name}][value=${value}]`),
+    checkbox: (value) => pointer.click(`input[type=checkbox][value=${value}]`),
+    button: (selector) => pointer.click(selector),
+    field: (selector) => pointer.click(selector),
+    range: (selector, value) => pointer.click(selector, sliderPoint(value)),
+  };
+}
+
+/**
+ * The page as the keyboard sees it: whether `selector` (or, for a radio, its group) has the
+ * focus, whether it lies after the focused element in document order, and the state of the
+ * control. Runs in the page.
+ */
+function focusState(selector) {
+  const element = document.querySelector(selector);
+  const active = document.activeElement;
+  const radio = element.type === "radio";
+  const shown = (e) => !!e && e !== document.body && e.getClientRects().length > 0;
+  const focused = active === element || (radio && !!active && active.type === "radio" && active.name === element.name);
+  const forward = focused || !shown(active) || !!(active.compareDocumentPosition(element) & Node.DOCUMENT_POSITION_FOLLOWING);
+  const group = radio ? Array.from(document.querySelectorAll(`input[type=radio][name="${element.name}"]`)).map((e) => e.value) : null;
+  return {
+    focused,
+    forward,
+    group,
+    activeValue: active ? active.value : null,
+    activeChecked: !!(active && active.checked),
+    checked: !!element.checked,
+    value: element.type === "range" ? Number(element.value) : null,
+  };
+}
+
+/** No pointer at all: focus moves with Tab and Shift+Tab, controls answer to keys. */
+function keyboardActor(io, r, who, pacer) {
+  const press = (key, shifted = false) => io.keys(pressEvents(r, who, key, pacer.navGap(), shifted));
+  async function tabTo(selector, mayslip = true) {
+    let slipped = !mayslip;
+    for (let step = 0; step < 40; step++) {
+      const state = await io.evaluate(focusState, selector);
+      if (state.focused) {
+        // Now and then one Tab too many, then back (not past a page's last button).
+        if (slipped || r.next() >= who.slip) return state;
+        slipped = true;
+        await press("Tab");
+        continue;
+      }
+      await press("Tab", !state.forward);
+    }
+    throw new Error(`could not tab to ${selector}`);
   }
+  return {
+    idle: async () => {},
+    async radio(name, value) {
+      const state = await tabTo(`input[name=${name}][value=${value}]`);
+      const n = state.group.length;
+      const steps = (state.group.indexOf(value) - state.group.indexOf(state.activeValue) + n) % n;
+      if (steps === 0) {
+        if (!state.activeChecked) await press(" ");
+        return;
+      }
+      // Arrows move the selection within the group (and check as they go), the short way round.
+      const [key, count] = steps <= n / 2 ? ["ArrowDown", steps] : ["ArrowUp", n - steps];
+      for (let i = 0; i < count; i++) await press(key);
+    },
+    async checkbox(value) {
+      const state = await tabTo(`input[type=checkbox][value=${value}]`);
+      if (!state.checked) await press(" ");
+    },
+    async button(selector) {
+      await tabTo(selector, false);
+      await press(who.activate);
+    },
+    field: (selector) => tabTo(selector),
+    async range(selector, value) {
+      const state = await tabTo(selector);
+      const key = value > state.value ? "ArrowRight" : "ArrowLeft";
+      for (let i = Math.abs(value - state.value); i > 0; i--) await press(key);
+    },
+  };
 }
 
-// ---- sessions ---------------------------------------------------------------------------------
-
-/** Human TRAIN strokes for the replay generator: a JSON array of [[t, x, y], ...] strokes. */
-function loadStrokes(path) {
-  if (!path) throw new Error("the replay generator needs --replay-traces");
-  const strokes = JSON.parse(fs.readFileSync(path, "utf8"))
-    .map((stroke) => stroke.map(([t, x, y]) => ({ t, x, y })))
-    .filter((stroke) => stroke.length >= 5);
-  if (!strokes.length) throw new Error(`no strokes in ${path}`);
-  return strokes;
+/** A contact for each tap: none (CDP's defaults: radius 1, force 1) or drawn per tap. */
+function drawContact(r, style) {
+  if (style === "fixed") return null;
+  const radius = clamp(r.lognormal(11, 0.25), 4, 30);
+  return { radiusX: radius, radiusY: clamp(radius * r.uniform(0.75, 1.3), 4, 36), force: clamp(r.uniform(0.15, 0.85), 0.05, 1) };
 }
 
-/** Each generator's survey filling: (page, r, strokes) -> Promise. */
-const FILL = {
-  naive: fillNaive,
-  stealth: fillNaive,
-  humanized: fillHumanized,
-  agent: fillAgent,
-  "ghost-cursor": fillGhostCursor,
-  windmouse: (page, r) => {
-    const style = windMouseStyle(r);
-    return fillWithPath(page, r, (from, to, size) => windMousePath(r, style, from, to, size));
-  },
-  perlin: (page, r) => {
-    const style = perlinStyle(r);
-    return fillWithPath(page, r, (from, to, size) => perlinPath(r, style, from, to, size));
-  },
-  minjerk: (page, r) => {
-    const style = minJerkStyle(r);
-    return fillWithPath(page, r, (from, to, size) => minJerkPath(r, style, from, to, size));
-  },
-  replay: (page, r, strokes) => {
-    const style = replayStyle(r, strokes);
-    return fillWithPath(page, r, (from, to, size) => replayPath(r, style, from, to, size));
-  },
-};
-
-/** Makes navigator.webdriver false, as stealth plugins do (an init script in every document). */
-function hideWebdriver() {
-  Object.defineProperty(Navigator.prototype, "webdriver", { get: () => false });
+/** Swipes until the element is wholly in view (40 px from the edges); returns its box. */
+async function swipeIntoView(io, r, who, selector, label) {
+  for (let swipe = 0; swipe < 25; swipe++) {
+    const b = await locate(io, selector, label);
+    // Clear of the edges by 40 px, unless the page can scroll no further that way.
+    const margin = 40;
+    const inside = b.y >= 0 && b.y + b.height <= b.viewHeight;
+    const below = b.y + b.height - (b.viewHeight - margin);
+    const above = margin - b.y;
+    if ((below <= 0 || (inside && b.scrollY >= b.scrollMax - 1)) && (above <= 0 || (inside && b.scrollY <= 0))) return b;
+    const direction = below > 0 ? 1 : -1; // 1: the finger goes up, the page scrolls down
+    const need = Math.max(below, above);
+    const distance = clamp(need * r.uniform(0.5, 0.9) + 40, 100, b.viewHeight * 0.55);
+    const duration = r.uniform(150, 500);
+    const x0 = b.viewWidth * r.uniform(0.35, 0.75);
+    const y0 = direction > 0 ? b.viewHeight * r.uniform(0.6, 0.8) : b.viewHeight * r.uniform(0.2, 0.4);
+    const drift = r.normal() * 15;
+    const points = [];
+    for (let t = 0; t <= duration; t += r.uniform(12, 20)) {
+      const u = t / duration;
+      const eased = u * u * (3 - 2 * u);
+      points.push({ x: x0 + drift * eased + r.normal() * 0.5, y: y0 - direction * distance * eased, t });
+    }
+    // Close to the target the finger stops before it lifts: no fling.
+    if (need < b.viewHeight * 0.5) {
+      const end = points[points.length - 1];
+      points.push({ x: end.x, y: end.y, t: end.t + r.uniform(80, 200) });
+    }
+    await io.swipe(points, drawContact(r, who.contactStyle));
+    await sleep(r.uniform(350, 800)); // the scroll settles, the eyes follow
+  }
+  throw new Error(`could not swipe ${selector} into view`);
 }
 
-const VIEWPORT_WIDTHS = [1280, 1366, 1440, 1536];
-const VIEWPORT_HEIGHTS = [720, 768, 800, 864];
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+/** A phone: taps (a little off the target's centre) and swipes. */
+function touchActor(io, r, who) {
+  const fingerPoint = (_, b) => ({
+    x: clamp(b.x + b.width / 2 + who.fingerBias.x + r.normal() * 0.15 * b.width, b.x + 1, b.x + b.width - 1),
+    y: clamp(b.y + b.height / 2 + who.fingerBias.y + r.normal() * 0.15 * b.height, b.y + 1, b.y + b.height - 1),
+  });
+  async function tap(selector, aim = fingerPoint, label = false) {
+    const b = await swipeIntoView(io, r, who, selector, label);
+    const p = aim(r, b);
+    await sleep(Math.min(r.lognormal(who.preClickMedian, 0.4), 4 * who.preClickMedian));
+    await io.tap(p.x, p.y, clamp(r.lognormal(who.tapDwellMedian, 0.35), 40, 180), drawContact(r, who.contactStyle));
+  }
+  return {
+    idle: async () => {},
+    // Radios and checkboxes are 13 px: a finger aims at their labels.
+    radio: (name, value) => tap(`input[name=${name}][value=${value}]`, fingerPoint, true),
+    checkbox: (value) => tap(`input[type=checkbox][value=${value}]`, fingerPoint, true),
+    button: (selector) => tap(selector),
+    field: (selector) => tap(selector),
+    range: (selector, value) => tap(selector, sliderPoint(value)),
+  };
+}
 
-/** Debian's Chromium under playwright-core; `open(r)` gives a fresh context and page. */
-async function launchPlaywright(generator) {
+// ---- the factorial session ---------------------------------------------------------------------
+
+/** What this session answers. */
+function drawPlan(r) {
+  const devices = ["phone", "laptop", "tablet"].filter(() => r.next() < 0.5);
+  return {
+    often: r.pick(["weekly", "monthly", "rarely"]),
+    devices: devices.length ? devices : [r.pick(["phone", "laptop", "tablet"])],
+    experience: r.pick(ANSWERS),
+    colour: r.pick(COLOURS),
+    satisfaction: r.int(0, 10),
+  };
+}
+
+/** Types `text` into the focused field with the session's typist (or the soft keyboard). */
+async function enterText(io, r, session, text) {
+  const strokes = session.typist.strokes(text);
+  if (!strokes) return io.insertText(text);
+  if (session.soft === "unidentified") return io.keys(softKeyEvents(strokes));
+  return io.keys(keyEvents(r, strokes, { shift: session.soft !== "keys" }));
+}
+
+/** The demo survey, page by page, with the session's pacing, modality and typing. */
+async function fillFactorial(io, r, session) {
+  const { actor, pacer, plan, factors } = session;
+  const paste = factors.modality === "paste";
+  await pacer.pageStart();
+  if (pacer.level === "human") await actor.idle();
+  await actor.radio("often", plan.often);
+  for (const device of plan.devices) {
+    await pacer.between();
+    await actor.checkbox(device);
+  }
+  await pacer.between();
+  await actor.button("#next-1");
+
+  await pacer.pageStart();
+  if (paste) await io.setClipboard(plan.experience); // copied from somewhere else
+  await actor.field("#experience");
+  if (paste) {
+    await pacer.between();
+    await io.keys(pasteEvents(r, session.motor));
+  } else {
+    await pacer.beforeTyping();
+    await enterText(io, r, session, plan.experience);
+  }
+  await pacer.between();
+  await actor.field("#colour");
+  await pacer.beforeTyping();
+  await enterText(io, r, session, plan.colour);
+  await pacer.between();
+  await actor.button("#next-2"); // under the long block: scrolled to first
+
+  await pacer.pageStart();
+  if (pacer.level === "human") await actor.idle();
+  await actor.range("#satisfaction", plan.satisfaction);
+  await pacer.between();
+  await actor.button("#submit");
+}
+
+// ---- browsers ----------------------------------------------------------------------------------
+
+/** Launches a browser once, when the first session needs it. */
+function lazy(launch) {
+  let promise = null;
+  return {
+    get: () => (promise = promise || launch()),
+    close: async () => {
+      if (promise) await (await promise).close();
+    },
+  };
+}
+
+/** Debian's Chromium under playwright-core, stealthed unless `naive`. */
+async function launchPlaywright(naive) {
+  const { chromium } = require("playwright-core");
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     // Stealth hides the automation flag as stealth plugins do; naive sessions keep it as shipped.
-    args: ["--headless", "--no-sandbox"].concat(generator === "naive" ? [] : ["--disable-blink-features=AutomationControlled"]),
+    args: ["--headless", "--no-sandbox"].concat(naive ? [] : ["--disable-blink-features=AutomationControlled"]),
   });
   // The browser's own user agent without the "Headless" tell, as stealth plugins do.
   const probe = await browser.newPage();
   const userAgent = (await probe.evaluate(() => navigator.userAgent)).replace("HeadlessChrome", "Chrome");
   await probe.close();
-  const stealthed = generator !== "naive";
-  return {
-    async open(r) {
-      const context = await browser.newContext(
-        stealthed ? { userAgent, viewport: { width: r.pick(VIEWPORT_WIDTHS), height: r.pick(VIEWPORT_HEIGHTS) } } : {},
-      );
-      if (stealthed) await context.addInitScript(hideWebdriver);
-      return { page: await context.newPage(), close: () => context.close() };
-    },
-    close: () => browser.close(),
-  };
+  return { browser, userAgent, close: () => browser.close() };
 }
 
 /** Debian's Chromium under puppeteer-core (ghost-cursor's driver), set up as the stealth one. */
@@ -845,64 +1554,167 @@ async function launchPuppeteer() {
     args: ["--headless", "--no-sandbox", "--disable-blink-features=AutomationControlled"],
   });
   const userAgent = (await browser.userAgent()).replace("HeadlessChrome", "Chrome");
-  return {
-    async open(r) {
-      const context = await browser.createBrowserContext();
-      const page = await context.newPage();
-      await page.setViewport({ width: r.pick(VIEWPORT_WIDTHS), height: r.pick(VIEWPORT_HEIGHTS) });
-      await page.setUserAgent({ userAgent });
-      await page.evaluateOnNewDocument(hideWebdriver);
-      return { page, close: () => context.close() };
-    },
-    close: () => browser.close(),
-  };
+  return { browser, userAgent, close: () => browser.close() };
 }
 
-async function runSession(driver, args, seed, strokes) {
-  const generator = args.generator;
-  const reference = referenceFor(generator, seed);
-  const r = rng(seed * 7919 + GENERATORS.indexOf(generator));
-  const started = Date.now();
-  const seconds = () => Math.round((Date.now() - started) / 100) / 10;
-  const session = await driver.open(r);
-  const page = session.page;
+/** The session's driver, opened on a fresh context (or a fresh browser, for webdriver). */
+async function openDriver(browsers, factors, screen) {
+  if (factors.driver === "webdriver") return webdriverDriver(screen);
+  if (factors.path === "ghost-cursor") {
+    const { browser, userAgent } = await browsers.puppeteer.get();
+    const context = await browser.createBrowserContext();
+    const page = await context.newPage();
+    await page.setViewport({ width: screen.width, height: screen.height });
+    await page.setUserAgent({ userAgent });
+    await page.evaluateOnNewDocument(hideWebdriver);
+    return puppeteerDriver(context, page);
+  }
+  const { browser, userAgent } = await browsers.stealth.get();
+  const options = screen.phone
+    ? { viewport: { width: screen.width, height: screen.height }, deviceScaleFactor: screen.ratio, isMobile: true, hasTouch: true, userAgent: screen.userAgent }
+    : { viewport: { width: screen.width, height: screen.height }, userAgent };
+  if (factors.modality === "paste") options.permissions = ["clipboard-read", "clipboard-write"];
+  const context = await browser.newContext(options);
+  await context.addInitScript(hideWebdriver);
+  return playwrightDriver(context, await context.newPage(), screen);
+}
+
+/** Every draw of a factorial session beyond its factors, from its behaviour seed. */
+function drawSession(r, factors, resources) {
+  const screen = drawScreen(r, factors);
+  const motor = drawMotor(r);
+  motor.contactStyle = r.next() < 0.5 ? "fixed" : "drawn";
+  const pacer = drawPacer(r, factors.pacing);
+  const typist = drawTypist(r, factors.typing, resources);
+  // A phone's keyboard: an IME's "Unidentified" keys most of the time, real key events otherwise.
+  const soft = factors.modality === "touch" ? (r.next() < 0.7 ? "unidentified" : "keys") : null;
+  const path = MOVING_PATHS.includes(factors.path) && factors.path !== "ghost-cursor" ? pathModel(r, factors.path, resources) : null;
+  const plan = drawPlan(r);
+  const details = {
+    screen: `${screen.width}x${screen.height}${screen.phone ? " phone" : ""}`,
+    typist: typist.details,
+    pacing: pacer.details,
+  };
+  if (soft) details.softKeyboard = soft;
+  if (factors.modality === "touch") details.contact = motor.contactStyle;
+  return { factors, screen, motor, pacer, typist, soft, path, plan, details };
+}
+
+async function runFactorial(browsers, args, seed, resources, factors, reference) {
+  const r = rng(seed * 7919 + GENERATOR_NUMBER.factorial);
+  const session = drawSession(r, factors, resources);
+  const io = await openDriver(browsers, factors, session.screen);
+  let ghost = null;
+  try {
+    await io.goto(`${args.base}/demo/${args.key}?response=${reference}`);
+    const who = session.motor;
+    if (factors.modality === "touch") session.actor = touchActor(io, r, who);
+    else if (factors.path === "none") session.actor = keyboardActor(io, r, who, session.pacer);
+    else if (factors.path === "ghost-cursor") session.actor = mouseActor((ghost = ghostPointer(io, r, who)));
+    else {
+      const view = await io.evaluate(() => ({ width: innerWidth, height: innerHeight }));
+      const start = { x: r.uniform(0.1, 0.6) * view.width, y: r.uniform(0.1, 0.7) * view.height };
+      await io.playPath([{ ...start, t: 0 }]); // the hand rests where it left the page
+      session.actor = mouseActor(pathPointer(io, r, who, session.path, start, view));
+    }
+    await fillFactorial(io, r, session);
+    await finish(io);
+    return session.details;
+  } finally {
+    if (ghost) ghost.stop();
+    await io.close();
+  }
+}
+
+/** Checks that the survey ended, then leaves past the embed's 2 s batching interval. */
+async function finish(io) {
+  const done = await io.evaluate(() => {
+    const el = document.querySelector("#done");
+    return !!el && el.getClientRects().length > 0;
+  });
+  if (!done) throw new Error("the survey did not reach its end");
+  await sleep(2300);
+  await io.goto("about:blank"); // pagehide sends the rest
+  await sleep(300);
+}
+
+async function runLibrary(browsers, args, seed, reference) {
+  const naive = args.generator === "naive";
+  const r = rng(seed * 7919 + GENERATOR_NUMBER[args.generator]);
+  const { browser, userAgent } = await (naive ? browsers.naive : browsers.stealth).get();
+  const context = await browser.newContext(
+    naive ? {} : { userAgent, viewport: { width: r.pick(VIEWPORT_WIDTHS), height: r.pick(VIEWPORT_HEIGHTS) } },
+  );
+  if (!naive) await context.addInitScript(hideWebdriver);
+  const page = await context.newPage();
   try {
     await page.goto(`${args.base}/demo/${args.key}?response=${reference}`);
-    await FILL[generator](page, r, strokes);
-    const done = await page.evaluate(() => {
-      const el = document.querySelector("#done");
-      return !!el && el.getClientRects().length > 0;
-    });
-    if (!done) throw new Error("the survey did not reach its end");
-    // Past the embed's 2 s batching interval, then leave: pagehide sends the rest.
-    await sleep(2300);
-    await page.goto("about:blank");
-    await sleep(300);
-    return { reference, generator, seed, ok: true, seconds: seconds() };
-  } catch (error) {
-    return { reference, generator, seed, ok: false, seconds: seconds(), error: String(error).slice(0, 300) };
+    await fillNaive(page, r);
+    await finish({ evaluate: (fn) => page.evaluate(fn), goto: (url) => page.goto(url) });
   } finally {
-    await session.close();
+    await context.close();
+  }
+  return {};
+}
+
+async function runSession(browsers, args, seed, resources) {
+  const generator = args.generator;
+  const reference = referenceFor(generator, seed);
+  const started = Date.now();
+  const seconds = () => Math.round((Date.now() - started) / 100) / 10;
+  let factors = null;
+  try {
+    factors = factorsFor(generator, seed, args.forced);
+    const details =
+      generator === "factorial"
+        ? await runFactorial(browsers, args, seed, resources, factors, reference)
+        : await runLibrary(browsers, args, seed, reference);
+    return { reference, generator, seed, ok: true, seconds: seconds(), factors, details };
+  } catch (error) {
+    return { reference, generator, seed, ok: false, seconds: seconds(), error: String(error).slice(0, 300), factors };
   }
 }
 
 async function main() {
   const args = parseArgs(process.argv);
-  const strokes = args.generator === "replay" ? loadStrokes(args.replayTraces) : null;
-  const driver = args.generator === "ghost-cursor" ? await launchPuppeteer() : await launchPlaywright(args.generator);
+  if (args.listDesign) {
+    for (const seed of args.seedList) {
+      const line = { seed, reference: referenceFor(args.generator, seed), factors: factorsFor(args.generator, seed, args.forced) };
+      process.stdout.write(JSON.stringify(line) + "\n");
+    }
+    return;
+  }
+  // Trace files are read once, when a session first needs one.
+  const once = (load) => {
+    let value = null;
+    return () => (value = value || load());
+  };
+  const resources = {
+    strokes: once(() => loadStrokes(args.replayTraces)),
+    typingTraces: once(() => loadTypingTraces(args.typingTraces)),
+  };
+  const browsers = {
+    naive: lazy(() => launchPlaywright(true)),
+    stealth: lazy(() => launchPlaywright(false)),
+    puppeteer: lazy(launchPuppeteer),
+  };
   const queue = args.seedList.slice();
   const workers = Array.from({ length: args.concurrency }, async () => {
     while (queue.length) {
       const seed = queue.shift();
-      const result = await runSession(driver, args, seed, strokes);
+      const result = await runSession(browsers, args, seed, resources);
       process.stdout.write(JSON.stringify(result) + "\n");
     }
   });
   await Promise.all(workers);
-  await driver.close();
+  for (const browser of Object.values(browsers)) await browser.close();
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(String(error && error.message ? error.message : error));
+    process.exit(1);
+  });
+}
+
+module.exports = { designFor, referenceFor, keyEvents, softKeyEvents, drawTypist, drawSession, loadStrokes, loadTypingTraces, rng, FACTORS, GENERATOR_NUMBER };

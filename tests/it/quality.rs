@@ -10,53 +10,116 @@ use serde_json::{Value, json};
 
 use crate::harness::{TestServer, duckdb_query};
 
-const GENERATORS: [&str; 9] = [
-    "naive",
-    "stealth",
-    "humanized",
-    "replay",
-    "agent",
-    "ghost-cursor",
-    "windmouse",
-    "perlin",
-    "minjerk",
-];
-/// The humanizers: their own pointer paths over one shared survey filling.
-const PACED: [&str; 6] = [
-    "humanized",
-    "replay",
-    "ghost-cursor",
-    "windmouse",
-    "perlin",
-    "minjerk",
+/// The sessions run: naive and stealth, and factorial sessions with forced levels that between
+/// them cover every modality, every typing level and both drivers (generator, seed, flags).
+const RUNS: [(&str, u32, &[&str]); 7] = [
+    ("naive", 7, &[]),
+    ("stealth", 7, &[]),
+    (
+        "factorial",
+        7,
+        &[
+            "--modality",
+            "mouse",
+            "--path",
+            "bezier",
+            "--driver",
+            "cdp",
+            "--typing",
+            "population",
+        ],
+    ),
+    (
+        "factorial",
+        8,
+        &[
+            "--modality",
+            "mouse",
+            "--path",
+            "replay",
+            "--driver",
+            "webdriver",
+            "--typing",
+            "metronome",
+        ],
+    ),
+    (
+        "factorial",
+        9,
+        &[
+            "--modality",
+            "keyboard",
+            "--driver",
+            "cdp",
+            "--typing",
+            "replay",
+        ],
+    ),
+    (
+        "factorial",
+        10,
+        &[
+            "--modality",
+            "touch",
+            "--driver",
+            "webdriver",
+            "--typing",
+            "population",
+        ],
+    ),
+    (
+        "factorial",
+        11,
+        &[
+            "--modality",
+            "paste",
+            "--path",
+            "ghost-cursor",
+            "--driver",
+            "cdp",
+            "--typing",
+            "insert",
+        ],
+    ),
 ];
 
-/// Runs one generator for one seed; returns its JSON line.
-fn run_generator(base: &str, tracking_key: &str, generator: &str, strokes: &str) -> Value {
+/// Runs one session (fast pacing: a script's pauses); returns its JSON line.
+fn run_session(
+    base: &str,
+    tracking_key: &str,
+    (generator, seed, flags): (&str, u32, &[&str]),
+    traces: (&str, &str),
+) -> Value {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scorer/quality");
     assert!(
         std::path::Path::new(dir)
-            .join("node_modules/playwright-core")
+            .join("node_modules/selenium-webdriver")
             .exists(),
-        "playwright-core is missing: npm ci --prefix scorer/quality (.ci/run does)"
+        "the bots' npm packages are missing: npm ci --prefix scorer/quality (.ci/run does)"
     );
-    let output = Command::new("node")
+    let seed = seed.to_string();
+    let mut command = Command::new("node");
+    command
         .args(["bots.js", "--base", base, "--key", tracking_key])
         .args([
             "--generator",
             generator,
             "--seeds",
-            "7",
+            seed.as_str(),
             "--concurrency",
             "1",
         ])
-        .args(["--replay-traces", strokes])
+        .args(["--replay-traces", traces.0, "--typing-traces", traces.1]);
+    if generator == "factorial" {
+        command.args(["--pacing", "fast"]).args(flags);
+    }
+    let output = command
         .current_dir(dir)
         .output()
         .expect("run node (Node.js is required)");
     assert!(
         output.status.success(),
-        "{generator}: {}",
+        "{generator} {seed}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     let stdout = String::from_utf8(output.stdout).expect("utf-8");
@@ -68,7 +131,8 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
     let server = TestServer::start().await;
     let key = server.key().to_owned();
     let survey = server.provision_ok(&key, "quality-bots", "Bots").await;
-    // Two hand-made "human" strokes for the replay generator (the harness uses Balabit TRAIN movements).
+    // Two hand-made "human" strokes for the replay path (the harness uses Balabit TRAIN
+    // movements), and a hand-made typist for the replay typing (the harness uses CMU TRAIN ones).
     let strokes_file = server.data_dir().join("strokes.json");
     let stroke: Vec<[f64; 3]> = (0..40)
         .map(|i| {
@@ -78,33 +142,57 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
         })
         .collect();
     std::fs::write(&strokes_file, json!([stroke, stroke]).to_string()).expect("write strokes");
+    let traces_file = server.data_dir().join("typing.json");
+    let keys: Vec<Value> = (0..60)
+        .map(|i| {
+            let down = 180.0 * f64::from(i) + 40.0 * f64::from(i % 3);
+            json!([down, down + 95.0, if i % 6 == 5 { "digit" } else { "char" }])
+        })
+        .collect();
+    std::fs::write(
+        &traces_file,
+        json!([{"person": "t1", "keys": keys}]).to_string(),
+    )
+    .expect("write typing traces");
     let strokes = strokes_file.to_str().expect("utf-8 path").to_owned();
+    let traces = traces_file.to_str().expect("utf-8 path").to_owned();
 
-    // The generators run side by side: the paced ones take tens of seconds each.
+    // The sessions run side by side.
     let results: Vec<Value> = std::thread::scope(|scope| {
-        let handles: Vec<_> = GENERATORS
+        let handles: Vec<_> = RUNS
             .iter()
-            .map(|generator| {
-                let (base, tracking, strokes) = (server.base_url(), &survey.tracking_key, &strokes);
-                scope.spawn(move || run_generator(base, tracking, generator, strokes))
+            .map(|run| {
+                let (base, tracking) = (server.base_url(), &survey.tracking_key);
+                let files = (strokes.as_str(), traces.as_str());
+                scope.spawn(move || run_session(base, tracking, *run, files))
             })
             .collect();
         handles
             .into_iter()
-            .map(|handle| handle.join().expect("generator thread"))
+            .map(|handle| handle.join().expect("session thread"))
             .collect()
     });
     for result in &results {
         assert_eq!(result["ok"], true, "{result}");
     }
+    // Every line says which levels the session had; forced levels are the ones it got.
+    for (result, (generator, _, flags)) in results.iter().zip(RUNS) {
+        let factors = &result["factors"];
+        if generator == "factorial" {
+            for pair in flags.chunks(2) {
+                let factor = pair[0].trim_start_matches("--");
+                assert_eq!(factors[factor], pair[1], "{result}");
+            }
+            assert_eq!(factors["pacing"], "fast", "{result}");
+        } else {
+            assert_eq!(factors["modality"], "library", "{result}");
+        }
+    }
 
-    // Score the survey; the features say what each generator looked like to the scorer.
+    // Score the survey; the features say what each session looked like to the scorer.
     let run = server.run_scoring_to_end(&key, &survey.survey_id).await;
     assert_eq!(run["status"], "completed", "{run}");
-    assert_eq!(
-        run["scored"], 9,
-        "every generator's session was captured: {run}"
-    );
+    assert_eq!(run["scored"], 7, "every session was captured: {run}");
     let references: Vec<String> = results
         .iter()
         .map(|r| r["reference"].as_str().expect("reference").to_owned())
@@ -125,22 +213,19 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
     );
 
     let rows = duckdb_query(&format!(
-        "SELECT reference, webdriver, headless_user_agent, pointer_moves, key_presses, \
-         input_without_keys FROM read_parquet('{}/features/survey_id=*/**/*.parquet')",
+        "SELECT reference, webdriver, headless_user_agent, automation_globals, pointer_moves, \
+         key_presses, input_without_keys, pasted_chars, touch_taps \
+         FROM read_parquet('{}/features/survey_id=*/**/*.parquet')",
         server.lake_dir().display()
     ));
     let by_reference: HashMap<&str, &Value> = rows
         .iter()
         .map(|row| (row["reference"].as_str().expect("reference"), row))
         .collect();
-    let features = |generator: &str| -> &Value {
-        let result = results
-            .iter()
-            .find(|r| r["generator"] == generator)
-            .expect("result");
-        by_reference[result["reference"].as_str().expect("reference")]
+    let features = |index: usize| -> &Value {
+        by_reference[results[index]["reference"].as_str().expect("reference")]
     };
-    let naive = features("naive");
+    let naive = features(0);
     assert_eq!(
         (
             naive["webdriver"].as_f64(),
@@ -149,34 +234,42 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
         (Some(1.0), Some(1.0)),
         "{naive}"
     );
-    for generator in GENERATORS.iter().skip(1) {
-        let row = features(generator);
+    for (index, run) in RUNS.iter().enumerate().skip(1) {
+        let row = features(index);
         assert_eq!(
             (
                 row["webdriver"].as_f64(),
-                row["headless_user_agent"].as_f64()
+                row["headless_user_agent"].as_f64(),
+                row["automation_globals"].as_f64()
             ),
-            (Some(0.0), Some(0.0)),
-            "{generator} hides the automation flags: {row}"
+            (Some(0.0), Some(0.0), Some(0.0)),
+            "{run:?} hides the automation flags (chromedriver's too): {row}"
         );
     }
-    // Scripted fills insert text without key presses; paced generators press keys.
-    assert_eq!(
-        features("stealth")["input_without_keys"].as_f64(),
-        Some(1.0)
-    );
-    // Paths: every humanizer's cursor travels and its keys are pressed one by one; the agent's
-    // cursor jumps.
-    for generator in PACED {
-        let row = features(generator);
-        assert!(
-            row["key_presses"].as_f64() > Some(5.0),
-            "{generator}: {row}"
-        );
+    // Scripted fills insert text without key presses.
+    assert_eq!(features(1)["input_without_keys"].as_f64(), Some(1.0));
+    // Mouse and ghost-cursor paste sessions move a pointer and (but for insert typing) press keys.
+    for index in [2, 3, 6] {
+        let row = features(index);
         assert!(
             row["pointer_moves"].as_f64() > Some(50.0),
-            "{generator}: {row}"
+            "{:?}: {row}",
+            RUNS[index]
         );
     }
-    assert!(features("agent")["pointer_moves"].as_f64() < Some(20.0));
+    for index in [2, 3, 4, 5] {
+        let row = features(index);
+        assert!(
+            row["key_presses"].as_f64() > Some(5.0),
+            "{:?}: {row}",
+            RUNS[index]
+        );
+    }
+    // The keyboard session has no pointer at all; the phone taps; the paste session pastes.
+    let keyboard = features(4);
+    assert_eq!(keyboard["pointer_moves"].as_f64(), Some(0.0), "{keyboard}");
+    let touch = features(5);
+    assert!(touch["touch_taps"].as_f64() >= Some(5.0), "{touch}");
+    let paste = features(6);
+    assert!(paste["pasted_chars"].as_f64() > Some(5.0), "{paste}");
 }
