@@ -35,11 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
+from datasets import readers as recordings
+
 MOVE_INTERVAL_MS = 16  # the embed keeps one pointer or touch move per 16 ms
 # user7 and user16 are the users whose SHA-1 of `balabit/<user>` starts with 0-4; user29 and
 # user35 were HOLDOUT before the split became one by person.
 BALABIT_HOLDOUT_USERS = {"user7", "user16", "user29", "user35"}
-BALABIT_MAX_SECONDS = 600  # a survey-sized slice of each Balabit session
+BALABIT_MAX_SECONDS = 300  # a survey-sized slice of each Balabit session (sent in real time)
 BALABIT_SESSIONS_PER_USER = 40  # per split, so ten RDP users do not outweigh the browser data
 DELBOT_STROKES_PER_SESSION = 3  # consecutive strokes of one device folder form one session
 
@@ -54,6 +56,14 @@ HOLD_MEAN_MS, HOLD_SD_MS = 116.25, 23.88
 
 # ---- conversion variants (this project's assumptions, chosen to span real browsers) ----------
 VARIANTS = ("embed", "raw", "hz60", "hz120", "hz240", "rdp", "jitter", "scale", "cut")
+# Typing swaps (HOLDOUT only): the same recorded pointer session, the `embed` conversion, and the
+# rest of the session typed by another source: a CMU subject, a free-text typist of the Aalto
+# set, a synthetic typist, and synthetic typists whose mean keydown-to-keydown interval is fixed
+# at the slow and fast ends of people (120 and 600 ms). Their scores against each other are the
+# report's swap tests: how much the score depends on where the typing came from.
+SWAPS = ("typing-cmu", "typing-aalto", "typing-synthetic", "typing-iki120", "typing-iki600")
+# Devices whose recordings are touch, not a mouse.
+TOUCH_DEVICES = {"phone-touch"}
 # Refresh-rate variants: recorded moves further apart than this are a pointer at rest, not a
 # movement sampled sparsely, and are not interpolated (the scorer calls 300 ms a pause).
 INTERPOLATE_MAX_MS = 250
@@ -133,8 +143,10 @@ class BaseSession:
     rows: list  # recorded pointer rows on the session clock
     others: list  # typing, scrolling, focus and leaving: the same in every variant
     left_at: float  # when the page is left (the closing visibility/pagehide pair)
-    typing: str  # "cmu" or "synthetic"
-    typed: str = ""  # the CMU subject and repetitions typed
+    typing: str  # "cmu", "aalto", "synthetic", "soft" (a phone's own keyboard) or "none"
+    typed: str = ""  # the real typist and recordings typed
+    # The timeline as it stood after the recorded strokes, for the typing swaps (None: no swaps).
+    resume: tuple | None = field(default=None, repr=False)
 
     @property
     def id(self) -> str:
@@ -142,7 +154,25 @@ class BaseSession:
 
     @property
     def pointer(self) -> str:
-        return "touch" if self.device == "phone-touch" else "mouse"
+        return "touch" if self.device in TOUCH_DEVICES else "mouse"
+
+    def swapped(self, swap: str) -> list[dict]:
+        """The rest of the session (everything but the pointer rows) typed by the swap's source
+        instead of the base's own; the same think pauses, scrolling and leaving draws as far as
+        the typing leaves them the same."""
+        if self.resume is None:
+            raise ValueError(f"{self.source} has no typing swaps")
+        state, t, scroll_y, events, sources = self.resume
+        timeline = Timeline(random.Random())
+        timeline.rng.setstate(state)
+        timeline.t, timeline.scroll_y, timeline.events = t, scroll_y, list(events)
+        kind = swap.removeprefix("typing-")
+        if kind.startswith("iki"):
+            typing = Typing("synthetic", iki=float(kind.removeprefix("iki")))
+        else:
+            typing = sources.get(kind) or Typing("synthetic")
+        finish(timeline, typing)
+        return timeline.events
 
 
 @dataclass(eq=False)
@@ -154,7 +184,7 @@ class HumanSession:
     split: str
     base: str = ""  # the base session's id, the same for all its variants
     variant: str = "embed"
-    typing: str = "synthetic"  # the keys this session holds: "cmu", "synthetic" or "none"
+    typing: str = "synthetic"  # the keys this session holds: "cmu", "aalto", "synthetic", "soft" or "none"
     recording: BaseSession | None = field(default=None, repr=False)
     fixed_events: list | None = field(default=None, repr=False)
 
@@ -188,6 +218,9 @@ class HumanSession:
 
 def variant_session(base: BaseSession, variant: str) -> HumanSession:
     typing = base.typing
+    if variant in SWAPS:
+        kind = variant.removeprefix("typing-")
+        typing = "synthetic" if kind.startswith("iki") else kind
     if variant == "cut":
         at = cut_time(base)
         if not any(e["type"] == "keydown" and e["t"] < at for e in base.others):
@@ -357,25 +390,45 @@ def convert(base: BaseSession, variant: str) -> list[dict]:
     rows = base.rows
     if factor != 1.0:
         rows = [(t, kind, x * factor, y * factor) for t, kind, x, y in rows]
-    pointer = CONVERSIONS[variant](rows, rng)
-    events = sorted(emitted(pointer, base.pointer) + base.others, key=lambda e: e["t"])
+    swap = variant in SWAPS
+    pointer = CONVERSIONS["embed" if swap else variant](rows, rng)
+    others = base.swapped(variant) if swap else base.others
+    events = sorted(emitted(pointer, base.pointer) + others, key=lambda e: e["t"])
     if variant == "cut":
         events = left_early(events, cut_time(base))
     start = session_event(reference, base.device, base.width, base.height, factor)
     return [{"type": "session", "t": 0.0, "data": start}] + events
 
 
+class Contact(str):
+    """A touch row's kind (PRESS, MOVE or RELEASE, and equal to it) carrying the contact's
+    geometry as the browser reports it: radius (`radiusX`, CSS px) and force (0-1). The kind
+    object travels through every conversion with its row, so the geometry does too."""
+
+    radius: float
+    force: float
+
+    def __new__(cls, kind: str, radius: float, force: float):
+        contact = super().__new__(cls, kind)
+        contact.radius, contact.force = radius, force
+        return contact
+
+
 def emitted(rows: list, pointer: str) -> list[dict]:
-    """Converted pointer rows as the embed's events."""
+    """Converted pointer rows as the embed's events. A touch sends the pointer and the touch
+    events a phone's browser fires (with the contact's geometry where the recording has it, else
+    none: 0), and a tap (a touch released where it began) is followed by its click."""
     events = []
     touch = pointer == "touch"
     scroll_y = 0
+    pressed_at = None
     for t, kind, x, y in rows:
         at = {"x": round(x), "y": round(y)}
+        geometry = {"force": round(getattr(kind, "force", 0.0), 4), "radius": round(getattr(kind, "radius", 0.0), 2)}
         if kind == MOVE:
             events.append({"type": "pointermove", "t": t, "data": {**at, "pointerType": pointer, "trusted": True}})
             if touch:
-                events.append({"type": "touchmove", "t": t, "data": {**at, "force": 1, "radius": 12, "trusted": True}})
+                events.append({"type": "touchmove", "t": t, "data": {**at, **geometry, "trusted": True}})
         elif kind in (PRESS, PRESS_RIGHT, RELEASE, RELEASE_RIGHT):
             button = 2 if kind in (PRESS_RIGHT, RELEASE_RIGHT) else 0
             down = kind in (PRESS, PRESS_RIGHT)
@@ -383,7 +436,12 @@ def emitted(rows: list, pointer: str) -> list[dict]:
                 **at, "pointerType": pointer, "trusted": True, "button": button, "target": "other"}})
             if touch:
                 events.append({"type": "touchstart" if down else "touchend", "t": t, "data": {
-                    **at, "force": 1 if down else 0, "radius": 12, "trusted": True}})
+                    **at, **geometry, "trusted": True}})
+                if down:
+                    pressed_at = (x, y)
+                elif pressed_at is not None and math.hypot(x - pressed_at[0], y - pressed_at[1]) < 10:
+                    events.append({"type": "click", "t": t + 1, "data": {
+                        **at, "pointerType": pointer, "trusted": True, "button": 0, "target": "other"}})
             elif not down and button == 0:
                 # A mouse press and release on the same element is a click.
                 events.append({"type": "click", "t": t + 1, "data": {
@@ -541,6 +599,33 @@ class Timeline:
             shift_up = self.rng.uniform(up if up < next_down else down, next_down)
         self.key("modifier", shift_down, shift_up)
 
+    def replay_keys(self, keys: list, soft: bool = False) -> None:
+        """One typed answer replaying a recorded person's keys, (down_ms, up_ms, key_class) on
+        their own clock, from the timeline's now. A hardware keyboard sends each key's down and
+        up as recorded, and an input for every key that types. A phone's soft keyboard (`soft`)
+        reports no key to the page: Chrome on Android fires keydown and keyup of an unidentified
+        key (class `other`) together as the character is committed, when the finger lifts, then
+        the input."""
+        self.field += 1
+        if not keys:
+            return
+        origin = self.t - keys[0][0]
+        end = self.t
+        for down, up, key_class in keys:
+            down, up = origin + down, origin + up
+            text = key_class in ("char", "digit", "space")
+            if soft:
+                committed = key_class if key_class in ("backspace", "enter") else "other"
+                self.key(committed, up, up + self.rng.uniform(1, 6))
+            else:
+                self.key(key_class, down, up)
+            if text or key_class == "backspace":
+                self.push("input", (up if soft else down) + self.rng.uniform(1, 4), {
+                    "inputType": "deleteContentBackward" if key_class == "backspace" else "insertText",
+                    "lengthDelta": -1 if key_class == "backspace" else 1, "field": self.field})
+            end = max(end, up + 6)
+        self.t = end
+
     def scrolling(self) -> None:
         """A few wheel flicks: notches of 100 px (Chromium's default per notch) in bursts."""
         for _ in range(self.rng.randint(1, 3)):
@@ -563,9 +648,10 @@ class Timeline:
 class Typist:
     """One synthetic person's keystroke rhythm, drawn from the published population figures."""
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, iki: float | None = None):
         self.rng = rng
-        self.iki = min(900.0, max(100.0, rng.gauss(IKI_MEAN_MS, IKI_SD_MS)))
+        drawn = min(900.0, max(100.0, rng.gauss(IKI_MEAN_MS, IKI_SD_MS)))
+        self.iki = drawn if iki is None else iki
         self.hold_mean = min(250.0, max(50.0, rng.gauss(HOLD_MEAN_MS, HOLD_SD_MS)))
 
     def flight(self) -> float:
@@ -634,37 +720,72 @@ def load_cmu(path: Path) -> dict[str, CmuSubject]:
     return subjects
 
 
-def choose_typing(sources: list[tuple[str, str, str]], subjects: dict[str, CmuSubject]) -> dict[str, CmuSubject | None]:
-    """Which base sessions type with a CMU subject's real timing: every second session of each
-    person or device and split (the first one chosen by a seeded coin), with a subject of the
-    session's split drawn by the session's seed. `sources` holds (source, cluster, split)."""
+@dataclass
+class Typing:
+    """What a base session types its answers with."""
+
+    kind: str  # "cmu", "aalto", "synthetic" or "none"
+    subject: CmuSubject | None = None  # kind "cmu"
+    sentences: list | None = None  # kind "aalto": one person's typed sentences, keys each
+    iki: float | None = None  # kind "synthetic": the typist's mean keydown-to-keydown interval
+
+    @property
+    def person(self) -> str:
+        if self.subject is not None:
+            return "cmu-keystroke:" + self.subject.name
+        if self.sentences:
+            return "aalto-136m:" + self.sentences[0].person
+        return ""
+
+
+TYPING_KINDS = ("cmu", "aalto", "synthetic")
+# The Aalto set's terms grant non-commercial research use: it measures the model (HOLDOUT) and is
+# never trained on, so its free-text typists are a typing source the model has not seen.
+TYPING_KINDS_OF = {"train": ("cmu", "synthetic"), "holdout": TYPING_KINDS}
+
+
+def choose_typing(sources: list[tuple[str, str, str]], subjects: dict[str, CmuSubject],
+                  typists: dict[str, list] | None = None) -> dict[str, Typing]:
+    """What each base session types with: the sessions of each person or device and split take
+    a CMU subject's real password timing, an Aalto typist's real free text (HOLDOUT only) and a
+    synthetic typist in turn (the first by a seeded draw), each real typist drawn by the
+    session's seed among the people of the session's own split. `sources` holds (source, cluster, split);
+    `typists` the Aalto people's sentences by person."""
+    typists = typists or {}
     by_group: dict[tuple[str, str], list[str]] = defaultdict(list)
     for source, cluster, split in sources:
         by_group[(cluster, split)].append(source)
-    chosen: dict[str, CmuSubject | None] = {}
+    chosen: dict[str, Typing] = {}
     for (cluster, split), group in by_group.items():
-        parity = random.Random(f"typing/{cluster}/{split}").randrange(2)
-        candidates = [subjects[name] for name in sorted(subjects) if subjects[name].split == split]
+        kinds = TYPING_KINDS_OF[split]
+        offset = random.Random(f"typing/{cluster}/{split}").randrange(len(kinds))
+        cmu = [subjects[name] for name in sorted(subjects) if subjects[name].split == split]
+        aalto = [name for name in sorted(typists) if recordings.split(recordings.AALTO_136M, name) == split]
         for index, source in enumerate(sorted(group)):
-            if candidates and (index + parity) % 2 == 0:
-                chosen[source] = random.Random(reference_for(source) + "/cmu-subject").choice(candidates)
-            else:
-                chosen[source] = None
+            chosen[source] = typing_for(source, kinds[(index + offset) % len(kinds)], cmu, aalto, typists)
     return chosen
 
 
-def finish(timeline: Timeline, subject: CmuSubject | None) -> str:
-    """The survey-shaped rest of a session: typed answers (a CMU subject's or a synthetic
-    typist's), scrolling, sometimes a tab switch, and leaving. Returns the CMU repetitions typed."""
+def typing_for(source: str, kind: str, cmu: list, aalto: list, typists: dict) -> Typing:
+    """A Typing of `kind` for the session `source`, its real typist drawn by the session's seed
+    (synthetic when no real typist of that kind is at hand)."""
+    draw = random.Random(reference_for(source) + "/typist/" + kind)
+    if kind == "cmu" and cmu:
+        return Typing("cmu", subject=draw.choice(cmu))
+    if kind == "aalto" and aalto:
+        return Typing("aalto", sentences=typists[draw.choice(aalto)])
+    return Typing("synthetic")
+
+
+def finish(timeline: Timeline, typing: Typing) -> str:
+    """The survey-shaped rest of a session: one or two typed answers (a real or synthetic
+    typist's), scrolling, sometimes a tab switch, and leaving. Returns what real typing was
+    replayed."""
     rng = timeline.rng
     answers = rng.randint(1, 2)
     typed = ""
-    if subject is None:
-        typist = Typist(rng)
-        for _ in range(answers):
-            timeline.pause(1500, 0.5)
-            timeline.typing(typist, rng.randint(8, 60))
-    else:
+    if typing.kind == "cmu" and typing.subject is not None:
+        subject = typing.subject
         # One to six repetitions (10 to 60 characters) an answer, the answers consecutive.
         lengths = [rng.randint(1, 6) for _ in range(answers)]
         repetitions = subject.consecutive(sum(lengths), rng)
@@ -675,23 +796,43 @@ def finish(timeline: Timeline, subject: CmuSubject | None) -> str:
             if chunk:
                 timeline.pause(1500, 0.5)
                 timeline.cmu_typing(chunk, subject)
+    elif typing.kind == "aalto" and typing.sentences:
+        # Consecutive sentences of one person, an answer each.
+        start = rng.randrange(max(1, len(typing.sentences) - answers + 1))
+        chosen = typing.sentences[start:start + answers]
+        typed = f"aalto-136m:{chosen[0].person}/sentences {','.join(s.session for s in chosen)}"
+        for sentence in chosen:
+            timeline.pause(1500, 0.5)
+            timeline.replay_keys(sentence.keys)
+    elif typing.kind != "none":
+        typist = Typist(rng, typing.iki)
+        for _ in range(answers):
+            timeline.pause(1500, 0.5)
+            timeline.typing(typist, rng.randint(8, 60))
     if rng.random() < 0.7:
         timeline.pause(1000, 0.5)
         timeline.scrolling()
-    if rng.random() < 0.15:
-        timeline.pause(2000, 0.5)
-        timeline.away()
-    # Leaving the page: what the browser fires as the survey's last page unloads.
-    timeline.pause(800, 0.5)
-    timeline.push("visibility", timeline.t, {"state": "hidden"})
-    timeline.push("pagehide", timeline.t + 2, {})
+    leave(timeline)
     return typed
 
 
+def leave(timeline: Timeline) -> None:
+    """Sometimes a tab switch, then leaving the page: what the browser fires as the survey's
+    last page unloads."""
+    rng = timeline.rng
+    if rng.random() < 0.15:
+        timeline.pause(2000, 0.5)
+        timeline.away()
+    timeline.pause(800, 0.5)
+    timeline.push("visibility", timeline.t, {"state": "hidden"})
+    timeline.push("pagehide", timeline.t + 2, {})
+
+
 def base_session(source: str, device: str, cluster: str, split: str, width: int, height: int,
-                 strokes: list[list], subject: CmuSubject | None) -> BaseSession | None:
+                 strokes: list[list], typing: Typing, swaps: dict[str, Typing] | None = None) -> BaseSession | None:
     """Lays the recorded strokes out on the session clock after think pauses, then the rest of
-    the session; all drawn from the base session's own seed."""
+    the session; all drawn from the base session's own seed. `swaps` holds the typists of the
+    typing swaps (HOLDOUT sessions)."""
     rng = random.Random(reference_for(source))
     timeline = Timeline(rng)
     rows: list = []
@@ -707,10 +848,20 @@ def base_session(source: str, device: str, cluster: str, split: str, width: int,
     for _, kind, _, _ in rows:  # the synthetic scrolling goes on from the recorded wheel
         if kind in (WHEEL_UP, WHEEL_DOWN):
             timeline.scroll_y = max(0, timeline.scroll_y + (100 if kind == WHEEL_DOWN else -100))
-    typed = finish(timeline, subject)
+    resume = None
+    if swaps is not None:
+        resume = (rng.getstate(), timeline.t, timeline.scroll_y, list(timeline.events), swaps)
+    typed = finish(timeline, typing)
     left_at = max(e["t"] for e in timeline.events if e["type"] == "visibility")
     return BaseSession(source, device, cluster, split, width, height, rows, timeline.events, left_at,
-                       "synthetic" if subject is None else "cmu", typed)
+                       typing.kind, typed, resume)
+
+
+def swap_typists(source: str, split: str, subjects: dict[str, CmuSubject], typists: dict[str, list]) -> dict[str, Typing]:
+    """The real typists a HOLDOUT session's typing swaps use: of its own split, by its seed."""
+    cmu = [subjects[name] for name in sorted(subjects) if subjects[name].split == split]
+    aalto = [name for name in sorted(typists) if recordings.split(recordings.AALTO_136M, name) == split]
+    return {kind: typing_for(source + "/swap", kind, cmu, aalto, typists) for kind in TYPING_KINDS}
 
 
 # ---- DELBOT-Mouse ----------------------------------------------------------------------------
@@ -760,7 +911,7 @@ def paired(rows: list) -> list:
     return kept
 
 
-def delbot_bases(root: Path, subjects: dict[str, CmuSubject]) -> list[BaseSession]:
+def delbot_bases(root: Path, typists: "Typists") -> list[BaseSession]:
     groups = []
     for folder, device in DELBOT_DEVICES.items():
         files = sorted((root / folder).glob("*.txt"))
@@ -774,14 +925,15 @@ def delbot_bases(root: Path, subjects: dict[str, CmuSubject]) -> list[BaseSessio
                 group = paths[start:start + step]
                 source = "delbot-mouse:" + "+".join(f"{folder}/{p.name}" for p in group)
                 groups.append((source, device, folder, split, group))
-    typing = choose_typing([(s, "delbot/" + folder, split) for s, _, folder, split, _ in groups], subjects)
+    typing = typists.choose([(s, "delbot/" + folder, split) for s, _, folder, split, _ in groups])
     bases = []
     for source, device, folder, split, group in groups:
         width, height, strokes = 1920, 1080, []
         for path in group:
             width, height, rows = read_delbot_stroke(path)
             strokes.append([(t, DELBOT_KINDS[kind], x, y) for t, kind, x, y in rows if kind in DELBOT_KINDS])
-        base = base_session(source, device, "delbot/" + folder, split, width, height, strokes, typing[source])
+        base = base_session(source, device, "delbot/" + folder, split, width, height, strokes, typing[source],
+                            typists.swaps(source, split))
         if base is not None:
             bases.append(base)
     return bases
@@ -789,7 +941,8 @@ def delbot_bases(root: Path, subjects: dict[str, CmuSubject]) -> list[BaseSessio
 
 def delbot_sessions(root: Path, subjects: dict[str, CmuSubject] | None = None,
                     variants=VARIANTS) -> list[HumanSession]:
-    return [variant_session(base, v) for base in delbot_bases(root, subjects or {}) for v in variants]
+    return [variant_session(base, v) for base in delbot_bases(root, Typists(subjects or {}, {}))
+            for v in variants]
 
 
 # ---- Balabit Mouse Dynamics ------------------------------------------------------------------
@@ -838,7 +991,7 @@ def unpack_balabit(archive: Path, unpack_to: Path) -> Path:
     return folder
 
 
-def balabit_bases(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject]) -> list[BaseSession]:
+def balabit_bases(archive: Path, unpack_to: Path, typists: "Typists") -> list[BaseSession]:
     folder = unpack_balabit(archive, unpack_to)
     chosen = []
     for user_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
@@ -849,11 +1002,12 @@ def balabit_bases(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject
             sample = random.Random(f"{user_dir.name}/{split}").sample(paths, min(len(paths), BALABIT_SESSIONS_PER_USER))
             for path in sorted(sample):
                 chosen.append((f"balabit:test_files/{user_dir.name}/{path.name}", user_dir.name, split, path))
-    typing = choose_typing([(source, "balabit/" + user, split) for source, user, split, _ in chosen], subjects)
+    typing = typists.choose([(source, "balabit/" + user, split) for source, user, split, _ in chosen])
     bases = []
     for source, user, split, path in chosen:
         rows, width, height = read_balabit(path)
-        base = base_session(source, "desktop-rdp", "balabit/" + user, split, width, height, [rows], typing[source])
+        base = base_session(source, "desktop-rdp", "balabit/" + user, split, width, height, [rows], typing[source],
+                            typists.swaps(source, split))
         if base is not None:
             bases.append(base)
     return bases
@@ -861,22 +1015,138 @@ def balabit_bases(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject
 
 def balabit_sessions(archive: Path, unpack_to: Path, subjects: dict[str, CmuSubject] | None = None,
                      variants=VARIANTS) -> list[HumanSession]:
-    return [variant_session(base, v) for base in balabit_bases(archive, unpack_to, subjects or {}) for v in variants]
+    return [variant_session(base, v) for base in balabit_bases(archive, unpack_to, Typists(subjects or {}, {}))
+            for v in variants]
 
 
-def all_bases(datasets: Path, work: Path) -> list[BaseSession]:
-    subjects = load_cmu(datasets / "cmu-keystroke" / "keystrokes.csv")
-    bases = delbot_bases(datasets / "delbot-mouse", subjects)
-    bases += balabit_bases(datasets / "balabit-mouse-dynamics" / "test_files.tar.gz", work / "balabit", subjects)
+# ---- SapiMouse and HMOG (scorer/quality/datasets) --------------------------------------------
+
+# Screens a browser window of the recorded extent fits (SapiMouse records no screen size).
+SCREENS = ((1366, 768), (1440, 900), (1536, 864), (1920, 1080), (2560, 1440), (3840, 2160))
+# HMOG's phone (Samsung Galaxy S4): 1080 x 1920 device pixels, 3 per CSS pixel.
+HMOG_PIXEL_RATIO = 3.0
+HMOG_MAX_SECONDS = 300
+# HMOG's contact size is a share (0-1) of the largest the screen reports; as a radius in CSS px
+# (about 10 px for a fingertip). Only its spread is read, so the scale is a convention.
+HMOG_RADIUS_PER_SIZE = 500.0
+
+
+def screen_for(rows: list) -> tuple[int, int]:
+    """The smallest common screen the recorded positions fit."""
+    width = max((row[2] for row in rows), default=0)
+    height = max((row[3] for row in rows), default=0)
+    for w, h in SCREENS:
+        if width < w and height < h:
+            return w, h
+    return SCREENS[-1]
+
+
+def sapimouse_bases(typists: "Typists", folder: Path | None = None) -> list[BaseSession]:
+    """SapiMouse: browser mouse sessions of 120 people (1 and 3 minutes), one base each."""
+    chosen = []
+    for recording in recordings.read_sapimouse(folder):
+        split = recordings.split(recordings.SAPIMOUSE, recording.person)
+        source = f"sapimouse:{recording.person}/{recording.session}"
+        chosen.append((source, recording, split))
+    typing = typists.choose([(source, "sapimouse/" + r.person, split) for source, r, split in chosen])
+    bases = []
+    for source, recording, split in chosen:
+        width, height = screen_for(recording.rows)
+        base = base_session(source, "browser-mouse", "sapimouse/" + recording.person, split, width, height,
+                            [recording.rows], typing[source], typists.swaps(source, split))
+        if base is not None:
+            bases.append(base)
     return bases
 
 
+def hmog_bases(folder: Path | None = None) -> list[BaseSession]:
+    """HMOG: a phone's touch (the first finger) and its soft keyboard, the same person at the
+    same time, the first HMOG_MAX_SECONDS of each session, in CSS pixels."""
+    keys_of = {(r.person, r.session): r.keys for r in recordings.read_hmog_typing(folder)}
+    bases = []
+    for recording in recordings.read_hmog_touch(folder):
+        rows = [row for row in recording.rows if row[6] == 0]
+        if not rows:
+            continue
+        first = rows[0][0]
+        rows = [row for row in rows if row[0] - first <= HMOG_MAX_SECONDS * 1000]
+        split = recordings.split(recordings.HMOG, recording.person)
+        source = f"hmog:{recording.person}/session_{recording.session}"
+        rng = random.Random(reference_for(source))
+        timeline = Timeline(rng)
+        timeline.pause(1500, 0.5)
+        start = timeline.t
+        kinds = {"down": PRESS, "move": MOVE, "up": RELEASE}
+        touch = [(start + t - first, Contact(kinds[kind], (size or 0.0) * HMOG_RADIUS_PER_SIZE / HMOG_PIXEL_RATIO,
+                                             pressure or 0.0), x / HMOG_PIXEL_RATIO, y / HMOG_PIXEL_RATIO)
+                 for t, kind, x, y, pressure, size, _ in rows]
+        keys = [key for key in keys_of.get((recording.person, recording.session), [])
+                if first <= key[0] <= first + HMOG_MAX_SECONDS * 1000]
+        if keys:
+            timeline.t = start + keys[0][0] - first
+            timeline.replay_keys(keys, soft=True)
+        timeline.t = max(timeline.t, touch[-1][0] + 1)
+        leave(timeline)
+        landscape = max(row[2] for row in touch) > 1080 / HMOG_PIXEL_RATIO
+        width, height = (640, 360) if landscape else (360, 640)
+        left_at = max(e["t"] for e in timeline.events if e["type"] == "visibility")
+        bases.append(BaseSession(source, "phone-touch", "hmog/" + recording.person, split, width, height, touch,
+                                 timeline.events, left_at, "soft" if keys else "none"))
+    return bases
+
+
+@dataclass
+class Typists:
+    """The real typists a base session may type with: CMU subjects and Aalto people."""
+
+    cmu: dict[str, CmuSubject]
+    aalto: dict[str, list]  # person -> typed sentences (TypingRecording)
+
+    def choose(self, sources: list[tuple[str, str, str]]) -> dict[str, Typing]:
+        return choose_typing(sources, self.cmu, self.aalto)
+
+    def swaps(self, source: str, split: str) -> dict[str, Typing] | None:
+        """The typing swaps' typists: HOLDOUT sessions only."""
+        return swap_typists(source, split, self.cmu, self.aalto) if split == "holdout" else None
+
+
+def load_typists(datasets: Path) -> Typists:
+    aalto: dict[str, list] = defaultdict(list)
+    for sentence in recordings.read_aalto_136m():
+        if sentence.keys:
+            aalto[sentence.person].append(sentence)
+    return Typists(load_cmu(datasets / "cmu-keystroke" / "keystrokes.csv"), dict(aalto))
+
+
+def all_bases(datasets: Path, work: Path, typists: Typists | None = None) -> list[BaseSession]:
+    typists = typists or load_typists(datasets)
+    bases = delbot_bases(datasets / "delbot-mouse", typists)
+    bases += balabit_bases(datasets / "balabit-mouse-dynamics" / "test_files.tar.gz", work / "balabit", typists)
+    bases += sapimouse_bases(typists)
+    bases += hmog_bases()
+    return bases
+
+
+# TRAIN sends the `embed` variant of every recorded session and this many others drawn by its
+# seed (every variant of every TRAIN session in real time would take hours); HOLDOUT sends
+# every variant, and the typing swaps of every session typed after its recording.
+TRAIN_OTHER_VARIANTS = 2
+
+
+def variants_of(base: BaseSession, variants=VARIANTS) -> list[str]:
+    if base.split == "holdout":
+        return list(variants) + (list(SWAPS) if base.resume is not None else [])
+    others = [v for v in variants if v != "embed"]
+    drawn = random.Random(base.id + "/variants").sample(others, min(TRAIN_OTHER_VARIANTS, len(others)))
+    return [v for v in variants if v == "embed" or v in drawn]
+
+
 def all_sessions(datasets: Path, work: Path, variants=VARIANTS) -> list[HumanSession]:
-    """Every base session in every variant asked for (events are converted when read)."""
+    """Every base session in its variants (events are converted when read)."""
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         raise ValueError(f"unknown variants: {', '.join(sorted(unknown))}")
-    return [variant_session(base, v) for base in all_bases(datasets, work) for v in variants]
+    return [variant_session(base, v) for base in all_bases(datasets, work) for v in variants_of(base, variants)]
 
 
 def batches(session: HumanSession, start_ms: int, max_events: int = 200) -> list[bytes]:

@@ -260,6 +260,9 @@ TELL_TERMS = [
 # the browser would (a feature measured for the harness's bots and never for its converted
 # people would teach the trees "measured means automation"), and none that only says how fast or
 # how much: typing speed, counts and durations are the harness's and the person's, not evidence.
+# Nor the pauses between movements (`pause_log_sd`, `moving_fraction`): a converted recording
+# types its answers after its pointer data, a browser session between its clicks, so the typing
+# time would sit inside one's pointer span and not the other's.
 MODALITIES = {
     "pointer": {
         "features": ["movements"], "minimum": 4.0, "label": "aimed pointer movements", "sufficient": True,
@@ -272,8 +275,6 @@ MODALITIES = {
             ("movement_log_jerk", 0, None),
             ("fitts_slope_ms", 0, None),
             ("fitts_correlation", 0, None),
-            ("pause_log_sd", 0, None),
-            ("moving_fraction", 0, None),
             # Only "too short" speaks: DELBOT's presses are circle-drawing drags of seconds.
             ("press_dwell_mean_ms", 1, 60.0),
         ],

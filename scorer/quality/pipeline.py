@@ -3,25 +3,29 @@
 
     python3 scorer/quality/pipeline.py all [--work DIR] [--bots N]
 
-`all` runs the three steps; each can also be run alone (`record`, `train`, `evaluate`) on the
-same work directory (default `~/.cache/telltale-quality`).
+`all` runs the three steps; each can also be run alone (`record`, `train`, `cv`, `evaluate`) on
+the same work directory (default `~/.cache/telltale-quality`).
 
-1. record: starts the real `telltale serve` (debug build) on a fresh data dir, provisions a TRAIN
-   and a HOLDOUT survey, sends the human sessions of `humans.py` (every recorded session in each
-   conversion variant; `--variants embed,rdp` sends fewer) through the collector and runs
-   the bot generators of `bots.js` in headless Chromium against the demo survey (TRAIN seeds
-   1..N, HOLDOUT seeds 100001..100000+N, so no holdout seed is ever trained on), then scores both
-   surveys with the built-in model so their features are in the lake.
-2. train: reads the TRAIN survey's features from the lake (Parquet, DuckDB), fits gradient-boosted
-   trees with LightGBM beside the hand-set environment terms (`model.fit_gbdt`) and writes
-   `scorer/models/telltale-v3.json`.
-3. evaluate: restarts the server with that model file, scores the HOLDOUT survey with it (so the
-   report's scores are the product's own), reads them from the lake and writes the report with
-   its plots. `record` sends the HOLDOUT sessions to their own survey; `train` and `cv` never
-   read that survey, and `evaluate` is the only step that reads its features and scores.
+1. record: starts the real `telltale serve` (debug build) on a fresh data dir and provisions a
+   TRAIN and a HOLDOUT survey. The human sessions of `humans.py` (HOLDOUT: every recorded session
+   of the HOLDOUT people in every conversion variant and typing swap; TRAIN: the `embed` variant
+   and two more per session) go to the collector as the embed sends, batch by batch in real time
+   (`pace.py`), while the bot generators of `bots.js` run in headless Chromium against the demo
+   survey: `naive` and `stealth`, `--bots` sessions of the `factorial` generator and
+   `--mouse-bots` more with the mouse (TRAIN seeds from 1, HOLDOUT seeds from 100001, so no
+   holdout seed is ever trained on). The HOLDOUT survey also gets direct injections of TRAIN
+   people's recordings (`inject.py`) and the red team's automation (`redteam/`), which no model
+   trains on. Then both surveys are scored with the built-in model so their features are in the
+   lake.
+2. train: reads the TRAIN survey's features from the lake, fits the model (`model.fit_gbdt`) and
+   writes `scorer/models/telltale-v4.json`.
+3. evaluate: logs the HOLDOUT read in docs/evaluation/holdout-reads.md, restarts the server with
+   that model file, scores the HOLDOUT survey with it (so the report's scores are the product's
+   own), reads them from the lake and writes the report with its plots. `train` and `cv` never
+   read the HOLDOUT survey; `evaluate` is the only step that does, once per model release.
 
-`cv` (not part of `all`) is the tool for choosing the model's candidate terms: a 3-fold
-cross-validation on the TRAIN survey alone, per class.
+`cv` (not part of `all`) is the tool for choosing on TRAIN: a cross-validation grouped by person
+(every session and variant of one person, every session of one bot seed, in one fold).
 """
 
 from __future__ import annotations
@@ -29,12 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,21 +47,56 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 import humans  # noqa: E402
+import inject  # noqa: E402
+import pace  # noqa: E402
 
 DATASETS = Path(os.environ.get("TELLTALE_DATASETS", REPO.parent / "shared" / "datasets"))
-# Each generator of bots.js and its family (report.FAMILIES): leave-one-family-out leaves out
-# every generator of a family at once, so a second Bezier humanizer cannot stand in for the first.
-GENERATORS = {
-    "naive": "naive", "stealth": "stealth", "agent": "agent",
-    "humanized": "bezier", "ghost-cursor": "bezier",
-    "windmouse": "wind", "perlin": "noise", "minjerk": "submovement", "replay": "replay",
-}
+# The generators of bots.js. naive and stealth are their own families; a factorial session's
+# family comes from its factor levels (family_of_bot), which its label also keeps.
+GENERATORS = ("naive", "stealth", "factorial")
 FAST_GENERATORS = ("naive", "stealth")
 HOLDOUT_SEED_BASE = 100_000
-MODEL_VERSION = "telltale-v3"
+MODEL_VERSION = "telltale-v4"
 MODEL_PATH = REPO / "scorer" / "models" / f"{MODEL_VERSION}.json"
 # The previous model, kept as the report's baseline row.
-BASELINE_PATH = REPO / "scorer" / "models" / "telltale-v2.json"
+BASELINE_PATH = REPO / "scorer" / "models" / "telltale-v3.json"
+# Every read of HOLDOUT, appended by `evaluate`.
+HOLDOUT_LOG = REPO / "docs" / "evaluation" / "holdout-reads.md"
+REDTEAM = HERE / "redteam"
+REDTEAM_TOOLS = ("pptr-stealth", "pw-keyboard", "pw-touch", "llm-agent", "selenium-humancursor",
+                 "pw-stealth-oxymouse", "xvfb-pyclick")
+
+
+def family_of_bot(generator: str, factors: dict) -> str:
+    """The report's family of a bot session: the generator for naive and stealth; for a factorial
+    session its path level when it used the mouse, else its modality (keyboard, touch, paste)."""
+    if generator != "factorial":
+        return generator
+    return factors["path"] if factors["modality"] == "mouse" else factors["modality"]
+
+
+def typing_traces(subjects: dict[str, "humans.CmuSubject"]) -> list[dict]:
+    """Real typing for bots.js's `replay` typing level, from the CMU subjects of the TRAIN split
+    only (`humans.cmu_split`): one trace per recording session of a subject, its repetitions of
+    `.tie5Roanl` + Return in order as [keydown ms, keyup ms, key class] (the recorded
+    keydown-to-keydown times and holds; classes from CMU_KEY_CLASSES). The data set does not time
+    the step from one repetition's Return to the next repetition's first key: as in
+    `Timeline.cmu_typing`, it is one of the subject's own recorded keydown-to-keydown times."""
+    traces = []
+    for name in sorted(subjects):
+        if humans.cmu_split(name) != "train":
+            continue
+        subject = subjects[name]
+        rng = random.Random(f"typing-traces/{name}")
+        for run in subject.runs:
+            keys, start = [], 0.0
+            for rep in run:
+                for key, down, hold in zip(humans.CMU_KEYS, rep.downs, rep.holds):
+                    keys.append([round(start + down, 3), round(start + down + hold, 3),
+                                 humans.CMU_KEY_CLASSES.get(key, "char")])
+                start += rep.downs[-1] + rng.choice(subject.flights)
+            traces.append({"person": name, "session": run[0].session, "keys": keys})
+    return traces
 
 
 def log(message: str) -> None:
@@ -116,14 +156,6 @@ class Server:
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())["data"]
 
-    def post_events(self, tracking_key: str, identifier: str, body: bytes) -> None:
-        request = urllib.request.Request(
-            f"{self.base}/event/{tracking_key}/{identifier}", method="POST", data=body,
-            headers={"Content-Type": "text/plain"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            if response.status != 201:
-                raise RuntimeError(f"collector answered {response.status}")
-
     def score(self, survey_id: str, force: bool) -> str:
         run = self.api("POST", f"/integrations/v1/surveys/{survey_id}/scoring-runs", {"force": force})
         while run["status"] == "running":
@@ -135,16 +167,19 @@ class Server:
         return run["id"]
 
 
-def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int,
-           variants: tuple[str, ...] = humans.VARIANTS) -> None:
+def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: int,
+           redteam_bots: int, injections: int, active: int, variants: tuple[str, ...] = humans.VARIANTS,
+           sample: int = 0) -> None:
     if (work / "data").exists():
         raise SystemExit(f"{work}/data exists: record into a fresh work directory")
     work.mkdir(parents=True, exist_ok=True)
     subprocess.run(["npm", "ci", "--prefix", str(HERE), "--silent", "--no-audit", "--no-fund"], check=True)
     (work / "recorded-with.txt").write_text(
-        f"python3 scorer/quality/pipeline.py record --bots {bots_per_generator} "
-        f"--fast-bots {fast_bots} --concurrency {concurrency}"
-        + ("" if tuple(variants) == humans.VARIANTS else f" --variants {','.join(variants)}"))
+        f"python3 scorer/quality/pipeline.py record --bots {bots} --mouse-bots {mouse_bots} "
+        f"--fast-bots {fast_bots} --redteam-bots {redteam_bots} --injections {injections} "
+        f"--concurrency {concurrency}"
+        + ("" if tuple(variants) == humans.VARIANTS else f" --variants {','.join(variants)}")
+        + (f" --humans {sample}" if sample else ""))
     server = Server(work)
     try:
         surveys = {}
@@ -152,36 +187,49 @@ def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int
             surveys[split] = server.api("PUT", f"/integrations/v1/surveys/quality-{split}",
                                         {"name": f"Scoring quality ({split})"})
         (work / "surveys.json").write_text(json.dumps(surveys, indent=2))
-        labels = []
+        tracking = {split: survey["trackingKey"] for split, survey in surveys.items()}
 
-        sessions = humans.all_sessions(DATASETS, work, variants)
-        bases = len({session.base for session in sessions})
-        log(f"sending {len(sessions)} human sessions ({bases} recorded sessions in the variants "
-            f"{', '.join(variants)})")
-        start_ms = int(time.time() * 1000) - 6 * 3600 * 1000
-
-        def send(session):
-            tracking = surveys[session.split]["trackingKey"]
-            for body in humans.batches(session, start_ms):
-                server.post_events(tracking, session.reference, body)
-            return session.label()
-
-        with ThreadPoolExecutor(4) as pool:
-            labels += list(pool.map(send, sessions))
+        typists = humans.load_typists(DATASETS)
+        bases = humans.all_bases(DATASETS, work, typists)
+        sessions = [humans.variant_session(base, v) for base in bases for v in humans.variants_of(base, variants)]
+        if sample:
+            # A seeded sample of the human sessions: a smoke test of the whole record step.
+            sessions = random.Random("sample").sample(sessions, min(sample, len(sessions)))
+        labels = [session.label() for session in sessions]
+        schedules = [pace.Paced(f"/event/{tracking[session.split]}/{session.reference}",
+                                make=lambda session=session: pace.embed_batches(session.events))
+                     for session in sessions]
+        injected, injected_schedules = inject.sessions(bases, injections, tracking["holdout"])
+        labels += injected
+        log(f"sending {len(sessions)} human sessions of {len(bases)} recorded sessions in real time, "
+            f"and {len(injected)} injected ones")
+        pacer = pace.Pacer(server.base, active=active)
+        sending = threading.Thread(target=pacer.run, args=(schedules + injected_schedules,), daemon=True)
+        sending.start()
 
         strokes = work / "replay-strokes.json"
         strokes.write_text(json.dumps(humans.replay_strokes(DATASETS, work)))
+        traces = work / "typing-traces.json"
+        traces.write_text(json.dumps(typing_traces(typists.cmu)))
         for split in ("train", "holdout"):
             base = 0 if split == "train" else HOLDOUT_SEED_BASE
-            for generator in GENERATORS:
-                # The scripted generators take seconds a session, the paced ones tens of seconds.
-                count = fast_bots if generator in FAST_GENERATORS else bots_per_generator
-                log(f"{generator} bots, {split}: seeds {base + 1}-{base + count}")
+            runs = [("naive", fast_bots, []), ("stealth", fast_bots, []), ("factorial", bots, [])]
+            # More mouse sessions, so that every pointer path has enough of its own; paced like
+            # a person or a script (an agent's pace is a level of the balanced ones above).
+            half = mouse_bots // 2
+            runs += [("factorial", half, ["--modality", "mouse", "--pacing", "human"]),
+                     ("factorial", mouse_bots - half, ["--modality", "mouse", "--pacing", "fast"])]
+            first = {"naive": 1, "stealth": 1, "factorial": 1}
+            for generator, count, forced in runs:
+                if count <= 0:
+                    continue
+                seeds = f"{base + first[generator]}-{base + first[generator] + count - 1}"
+                first[generator] += count
+                log(f"{generator} bots {' '.join(forced)}, {split}: seeds {seeds}")
                 output = subprocess.run(
-                    ["node", str(HERE / "bots.js"), "--base", server.base,
-                     "--key", surveys[split]["trackingKey"], "--generator", generator,
-                     "--seeds", f"{base + 1}-{base + count}",
-                     "--concurrency", str(concurrency), "--replay-traces", str(strokes)],
+                    ["node", str(HERE / "bots.js"), "--base", server.base, "--key", tracking[split],
+                     "--generator", generator, "--seeds", seeds, "--concurrency", str(concurrency),
+                     "--replay-traces", str(strokes), "--typing-traces", str(traces), *forced],
                     check=True, capture_output=True, text=True).stdout
                 for line in output.splitlines():
                     result = json.loads(line)
@@ -189,9 +237,16 @@ def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int
                         log(f"  {generator} seed {result['seed']} failed: {result['error']}")
                         continue
                     labels.append({"reference": result["reference"], "class": "bot",
-                                   "generator": generator, "family": GENERATORS[generator], "seed": result["seed"],
+                                   "generator": generator,
+                                   "family": family_of_bot(generator, result["factors"]),
+                                   "factors": result["factors"], "seed": result["seed"],
                                    "device": "headless-chromium", "cluster": f"{generator}/{result['seed']}",
                                    "split": split, "source": "scorer/quality/bots.js"})
+        labels += red_team(server, tracking["holdout"], redteam_bots)
+        log(f"waiting for the paced sessions ({pacer.sent} requests sent so far)")
+        sending.join()
+        if pacer.errors:
+            log(f"{len(pacer.errors)} requests failed, e.g. {pacer.errors[:3]}")
         with open(work / "labels.jsonl", "w") as out:
             for label in labels:
                 out.write(json.dumps(label) + "\n")
@@ -200,6 +255,37 @@ def record(work: Path, bots_per_generator: int, fast_bots: int, concurrency: int
         (work / "feature-runs.json").write_text(json.dumps(runs, indent=2))
     finally:
         server.stop()
+
+
+def red_team(server: Server, tracking_key: str, count: int) -> list[dict]:
+    """The red team's automation (scorer/quality/redteam, written from public tools without
+    reading the model, the features or bots.js), environment masked as an anti-detect browser
+    presents it: HOLDOUT only, never trained on."""
+    if count <= 0 or not (REDTEAM / "run.js").exists():
+        return []
+    subprocess.run(["npm", "ci", "--prefix", str(REDTEAM), "--silent", "--no-audit", "--no-fund"], check=True)
+    labels = []
+    for tool in REDTEAM_TOOLS:
+        log(f"red team {tool}: seeds 1-{count}")
+        result = subprocess.run(
+            ["node", str(REDTEAM / "run.js"), "--base", server.base, "--key", tracking_key, "--tool", tool,
+             "--seeds", f"1-{count}", "--concurrency", "2", "--mask-environment"],
+            capture_output=True, text=True)
+        for line in result.stdout.splitlines():
+            try:
+                session = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not session.get("ok"):
+                log(f"  {tool} seed {session.get('seed')} failed: {session.get('error')}")
+                continue
+            labels.append({"reference": session["reference"], "class": "bot", "generator": f"redteam-{tool}",
+                           "family": f"redteam:{tool}", "factors": {"redteam": tool}, "seed": session["seed"],
+                           "device": "chromium", "cluster": f"redteam/{tool}/{session['seed']}",
+                           "split": "holdout", "source": "scorer/quality/redteam", "evaluation_only": True})
+        if result.returncode != 0:
+            log(f"  {tool} exited {result.returncode}: {result.stderr[-300:]}")
+    return labels
 
 
 def load_labels(work: Path) -> dict[str, dict]:
@@ -230,17 +316,29 @@ def train(work: Path) -> None:
     runs = json.loads((work / "feature-runs.json").read_text())
     labels = load_labels(work)
     rows = lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"])
-    samples = [(labels[row["reference"]], row) for row in rows if row["reference"] in labels]
+    samples = training_samples(labels, rows)
     log(f"training on {len(samples)} TRAIN sessions")
     model, _ = fit.fit_gbdt(samples, version=MODEL_VERSION)
     MODEL_PATH.write_text(json.dumps(model, indent=2) + "\n")
     log(f"wrote {MODEL_PATH.relative_to(REPO)}")
 
 
-def cross_validate(work: Path, folds: int = 3) -> None:
-    """TRAIN-only cross-validation, sessions split by a hash of their reference."""
+def training_samples(labels: dict[str, dict], rows: list[dict]) -> list[tuple[dict, dict]]:
+    return [(labels[row["reference"]], row) for row in rows
+            if row["reference"] in labels and not labels[row["reference"]].get("evaluation_only")]
+
+
+def fold_of(label: dict, folds: int) -> int:
+    """A person's fold (every session and variant of one person, every session of one bot
+    seed, together)."""
     import hashlib
 
+    return int(hashlib.sha1(label["cluster"].encode()).hexdigest(), 16) % folds
+
+
+def cross_validate(work: Path, folds: int = 5) -> None:
+    """TRAIN-only cross-validation grouped by person: out-of-fold scores of the humans by person
+    and of every bot family and factor level, behaviour alone."""
     import numpy as np
 
     import model as fit
@@ -249,27 +347,30 @@ def cross_validate(work: Path, folds: int = 3) -> None:
     surveys = json.loads((work / "surveys.json").read_text())
     runs = json.loads((work / "feature-runs.json").read_text())
     labels = load_labels(work)
-    rows = lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"])
-    samples = [(labels[row["reference"]], row) for row in rows if row["reference"] in labels]
-
-    def fold(label):
-        return int(hashlib.sha1(label["reference"].encode()).hexdigest(), 16) % folds
-
-    scores: dict[str, list[float]] = {}
+    samples = training_samples(labels, lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"]))
+    scored = []
     for k in range(folds):
-        model, _ = fit.fit_gbdt([s for s in samples if fold(s[0]) != k], version="cv")
-        for label, row in samples:
-            if fold(label) == k:
-                kind = "human" if label["class"] == "human" else report.family_of(label)
-                scores.setdefault(kind, []).append(fit.score(model, row))
-    humans = np.array(scores["human"])
-    print(f"TRAIN {folds}-fold: humans automation-like {np.mean(humans < 30):.3f}, "
-          f"human-like {np.mean(humans >= 70):.3f} (n={len(humans)})")
-    for family in report.FAMILIES:
-        bots = np.array(scores.get(family, []))
-        if len(bots):
-            print(f"  {family}: AUC {report.auc(bots, humans):.3f}, automation-like "
-                  f"{np.mean(bots < 30):.3f}, human-like {np.mean(bots >= 70):.3f} (n={len(bots)})")
+        fitted, _ = fit.fit_gbdt([s for s in samples if fold_of(s[0], folds) != k], version="cv")
+        masked = fit.mask_environment(fitted)
+        scored += [(label, fit.score(masked, row), row) for label, row in samples if fold_of(label, folds) == k]
+    people = report.People([(label, p) for label, p, _ in scored if label["class"] == "human"])
+    judged = [(label, p) for label, p, row in scored if label["class"] == "human" and not fit.too_little_behaviour(fitted, row)]
+    enough = report.People(judged)
+    humans = people.scores()
+    threshold = report.threshold_at(humans, 0.01)
+    print(f"TRAIN {folds}-fold by person, behaviour alone: humans automation-like "
+          f"{people.share(report.automation_like):.3f}, human-like (enough behaviour) "
+          f"{enough.share(report.human_like):.3f} ({len(people.by_person)} people, {len(humans)} sessions)")
+    groups = {}
+    for label, p, _ in scored:
+        if label["class"] == "bot":
+            groups.setdefault(("family", report.family_of(label)), []).append(p)
+            for factor, level in (label.get("factors") or {}).items():
+                groups.setdefault((factor, level), []).append(p)
+    for (kind, name), values in sorted(groups.items()):
+        bots = np.array(values)
+        print(f"  {kind} {name}: AUC {report.auc(bots, humans):.3f}, TPR at 1 % {np.mean(bots < threshold):.3f}, "
+              f"human-like {np.mean(bots >= 70):.3f} (n={len(bots)})")
 
 
 def evaluate(work: Path, command: str) -> None:
@@ -278,6 +379,7 @@ def evaluate(work: Path, command: str) -> None:
     surveys = json.loads((work / "surveys.json").read_text())
     runs = json.loads((work / "feature-runs.json").read_text())
     labels = load_labels(work)
+    read_log = log_holdout_read(work, labels)
     server = Server(work, model=MODEL_PATH)
     try:
         run = server.score(surveys["holdout"]["surveyId"], force=True)
@@ -289,7 +391,42 @@ def evaluate(work: Path, command: str) -> None:
     report.write(labels, scores, features, train_features,
                  json.loads(MODEL_PATH.read_text()), json.loads(BASELINE_PATH.read_text()),
                  REPO / "docs", command, (work / "recorded-with.txt").read_text().strip(),
-                 str(MODEL_PATH.relative_to(REPO)))
+                 str(MODEL_PATH.relative_to(REPO)), read_log)
+
+
+def log_holdout_read(work: Path, labels: dict[str, dict]) -> str:
+    """Appends this read of HOLDOUT to HOLDOUT_LOG (date, commit, model, what was read) before
+    anything of HOLDOUT is read; returns the entry's one-line summary. HOLDOUT is read once per
+    model release: a second read of the same model file is refused."""
+    import hashlib
+
+    digest = hashlib.sha256(MODEL_PATH.read_bytes()).hexdigest()[:12]
+    existing = HOLDOUT_LOG.read_text() if HOLDOUT_LOG.exists() else ""
+    if digest in existing and not os.environ.get("TELLTALE_HOLDOUT_REREAD"):
+        raise SystemExit(f"HOLDOUT was already read for the model file {digest} ({HOLDOUT_LOG}); "
+                         "a new read needs a new model release (or TELLTALE_HOLDOUT_REREAD=why, logged)")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                           capture_output=True, text=True).stdout.strip()
+    holdout = [label for label in labels.values() if label["split"] == "holdout"]
+    people = len({label["cluster"] for label in holdout if label["class"] == "human"})
+    what = (f"HOLDOUT survey of {(work / 'recorded-with.txt').read_text().strip()}: "
+            f"{sum(label['class'] == 'human' for label in holdout)} human sessions of {people} people or devices, "
+            f"{sum(label['class'] == 'bot' for label in holdout)} bot sessions")
+    reason = os.environ.get("TELLTALE_HOLDOUT_REREAD", "")
+    if not existing:
+        existing = ("# Reads of HOLDOUT\n\nEvery read of the HOLDOUT people and bot seeds, appended by "
+                    "`python3 scorer/quality/pipeline.py evaluate` before it reads anything of them. "
+                    "HOLDOUT is read once per model release; a second read of one model file needs "
+                    "`TELLTALE_HOLDOUT_REREAD` and its reason, logged here.\n\n"
+                    "| date (UTC) | commit | model | model file sha256 | what was read | reread because |\n"
+                    "|---|---|---|---|---|---|\n")
+    entry = (f"| {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} | {commit}{' (uncommitted changes)' if dirty else ''} "
+             f"| {MODEL_VERSION} | {digest} | {what} | {reason} |\n")
+    HOLDOUT_LOG.parent.mkdir(parents=True, exist_ok=True)
+    HOLDOUT_LOG.write_text(existing + entry)
+    return f"read of {time.strftime('%Y-%m-%d', time.gmtime())}, model file {digest}"
 
 
 def ensure_python_packages() -> None:
@@ -322,8 +459,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=["all", "record", "train", "evaluate", "cv"])
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "telltale-quality")
-    parser.add_argument("--bots", type=int, default=40,
-                        help="sessions per split of each paced generator (every one but naive and stealth)")
+    parser.add_argument("--bots", type=int, default=200,
+                        help="sessions per split of the factorial generator, every factor level balanced")
+    parser.add_argument("--mouse-bots", type=int, default=160,
+                        help="further factorial sessions per split with the mouse, so every pointer path has enough")
+    parser.add_argument("--redteam-bots", type=int, default=10,
+                        help="HOLDOUT sessions of each red-team tool (scorer/quality/redteam)")
+    parser.add_argument("--injections", type=int, default=40,
+                        help="HOLDOUT sessions of each direct-injection mode (bulk, paced)")
+    parser.add_argument("--active", type=int, default=800,
+                        help="human sessions sent at once, in real time")
+    parser.add_argument("--humans", type=int, default=0,
+                        help="send only this many human sessions, a seeded sample (a smoke test); 0: all")
     parser.add_argument("--fast-bots", type=int, default=100,
                         help="sessions per split of each scripted generator (naive, stealth)")
     parser.add_argument("--concurrency", type=int, default=4, help="browser sessions at once")
@@ -334,7 +481,8 @@ def main() -> None:
     ensure_python_packages()
     command = "python3 scorer/quality/pipeline.py " + " ".join(sys.argv[1:])
     if args.step in ("all", "record"):
-        record(args.work, args.bots, args.fast_bots, args.concurrency, args.variants)
+        record(args.work, args.bots, args.mouse_bots, args.fast_bots, args.concurrency, args.redteam_bots,
+               args.injections, args.active, args.variants, args.humans)
     if args.step in ("all", "train"):
         train(args.work)
     if args.step == "cv":

@@ -9,6 +9,7 @@ import random
 import statistics
 import tempfile
 import unittest
+from collections import Counter
 from pathlib import Path
 
 import humans
@@ -168,7 +169,7 @@ class VariantTest(unittest.TestCase):
         cls.subjects_file.parent.mkdir()
         write_cmu(cls.subjects_file, cmu_subject_names())
         cls.subjects = humans.load_cmu(cls.subjects_file)
-        cls.bases = humans.delbot_bases(root / "delbot-mouse", cls.subjects)
+        cls.bases = humans.delbot_bases(root / "delbot-mouse", humans.Typists(cls.subjects, {}))
         cls.sessions = [humans.variant_session(b, v) for b in cls.bases for v in humans.VARIANTS]
 
     @classmethod
@@ -355,40 +356,57 @@ class VariantTest(unittest.TestCase):
                          "holdout" if hashlib.sha1(b"cmu-split/s002").hexdigest()[0] in "01234" else "train")
         splits = {name: s.split for name, s in self.subjects.items()}
         self.assertEqual(sorted(splits.values()), ["holdout", "holdout", "train", "train"])
+        typists = {"7001": [], "7002": []}
         for split in ("train", "holdout"):
-            chosen = humans.choose_typing([(f"x{i}", "c", split) for i in range(40)], self.subjects)
-            picked = [s for s in chosen.values() if s is not None]
-            self.assertEqual(len(picked), 20, "every second session")
+            chosen = humans.choose_typing([(f"x{i}", "c", split) for i in range(42)], self.subjects, typists)
+            kinds = Counter(typing.kind for typing in chosen.values())
+            # CMU, Aalto and synthetic typing in turn; Aalto people of the split only (one of
+            # these two people is in each split; the tests of datasets/ pin the rule), and never
+            # in TRAIN: its terms grant research use, so it measures and is not trained on.
+            expected = {"cmu": 14, "aalto": 14, "synthetic": 14} if split == "holdout" else {"cmu": 21, "synthetic": 21}
+            self.assertEqual(kinds, expected)
+            picked = [typing.subject for typing in chosen.values() if typing.kind == "cmu"]
             self.assertTrue(all(s.split == split for s in picked))
+            people = {typing.sentences is typists[name] and name for typing in chosen.values()
+                      if typing.kind == "aalto" for name in typists}
+            self.assertTrue(all(humans.recordings.split("aalto-136m", name) == split
+                                for name in people if name))
 
 
 class ModelTest(unittest.TestCase):
     def test_the_replica_scores_the_built_in_models_terms_like_the_rust_formula(self):
         v1 = json.loads((REPO / "scorer/models/telltale-v1.json").read_text())
-        # Model::score on Features::unmeasured() is 50 (scorer/src/model.rs tests).
+        # Model::score on Features::unmeasured() is 50 (scorer/src/model/tests.rs).
         self.assertEqual(model.score(v1, {}), 50.0)
         self.assertEqual(model.score(v1, {"webdriver": 1.0}), round(100 / (1 + math.exp(8)) * 100) / 100)
         self.assertEqual(model.band(29.99), "automation-like")
         self.assertEqual(model.band(30.0), "review")
         self.assertEqual(model.band(70.0), "human-like")
 
-    def test_fitting_learns_the_sign_of_a_separating_feature(self):
-        rng = random.Random(5)
-        samples = []
-        for i in range(200):
-            human = i % 2 == 0
-            row = {"webdriver": 0.0 if human else 1.0, "key_flight_cv": rng.uniform(0.4, 1.2) if human else rng.uniform(0.0, 0.1)}
-            label = {"class": "human" if human else "bot", "generator": "human" if human else "naive"}
-            samples.append((label, row))
-        fitted = model.fit_model(samples, version="test")
-        weights = {(t["feature"], t["transform"]["kind"]): t["weight"] for t in fitted["terms"]}
-        self.assertEqual(weights[("webdriver", "indicator")], -8.0, "a fixed environment tell")
-        self.assertLess(weights[("key_flight_cv", "below")], 0)
-        self.assertGreater(weights[("key_flight_cv", "within")], 0)
-        bots = [model.score(fitted, row) for label, row in samples if label["class"] == "bot"]
-        people = [model.score(fitted, row) for label, row in samples if label["class"] == "human"]
-        self.assertGreater(min(people), max(bots))
+    def test_the_replica_agrees_with_the_rust_tests_model_of_modalities_and_averages(self):
+        # EVIDENCE_MODEL of scorer/src/model/tests.rs, with the figures its tests pin.
+        fixture = json.loads(EVIDENCE_MODEL)
 
+        def percent(z):
+            return math.floor(100.0 / (1.0 + math.exp(-z)) * 100.0 + 0.5) / 100.0
+
+        row = {"movements": 6.0, "movement_peak_time": 0.3, "movement_deviation": 0.05}
+        self.assertEqual(model.score(fixture, row), percent(-1.0))
+        row["movement_deviation"] = None
+        self.assertEqual(model.score(fixture, row), percent(0.5))
+        self.assertEqual(model.reasons(fixture, row), ["movement_peak_time=0.300 (-0.50)"])
+        row = {"movements": 6.0, "movement_deviation": 0.05}
+        self.assertEqual(model.score(fixture, row), percent(1.0 + 0.75 * -1.5))
+        keys = {"movements": 2.0, "movement_peak_time": 0.9, "free_keystrokes": 12.0, "key_flight_cv": 0.5}
+        self.assertEqual(model.score(fixture, keys), 50.0)
+        self.assertEqual(model.reasons(fixture, keys), [
+            "too little behaviour: 2 aimed pointer movements, 0 touch gestures, 12 keys",
+            "key_flight_cv=0.500 (+3.50)"])
+        keys["movements"] = 4.0
+        self.assertEqual(model.score(fixture, keys), percent(6.5))
+        self.assertEqual(model.reasons(fixture, keys), ["key_flight_cv=0.500 (+3.50)",
+                                                        "movement_peak_time=0.900 (+1.50)"])
+        self.assertEqual(model.reasons(fixture, {"webdriver": 1.0})[0], "webdriver=1 (-8.00)")
 
     def test_scorecard_bins_are_half_open_like_the_rust_bin_transform(self):
         bins = [{"kind": "bin", "high": 0.5}, {"kind": "bin", "low": 0.5, "high": 1.25},
@@ -401,8 +419,14 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(math.floor(12.345 * 100 + 0.5) / 100, 12.35)
 
 
+# scorer/src/model/tests.rs's EVIDENCE_MODEL, character for character.
+EVIDENCE_MODEL = (REPO / "scorer/src/model/tests.rs").read_text().split(
+    'const EVIDENCE_MODEL: &str = r#"', 1)[1].split('"#;', 1)[0]
+
+
 class GradientBoostingTest(unittest.TestCase):
-    """The trees fitted by LightGBM, converted to the model file and summed like Rust."""
+    """The per-modality trees fitted by LightGBM, converted to the model file and summed like
+    Rust."""
 
     @staticmethod
     def samples(n=600, seed=11):
@@ -410,54 +434,88 @@ class GradientBoostingTest(unittest.TestCase):
         samples = []
         for i in range(n):
             human = i % 2 == 0
-            row = {name: None for name, _, _ in model.TREE_FEATURES}
+            row = {"movements": rng.choice([0.0, 2.0, 8.0, 12.0]), "free_keystrokes": rng.choice([0.0, 30.0])}
             row["movement_peak_speed_ratio"] = rng.gauss(2.6, 0.4) if human else rng.gauss(2.0, 0.3)
             row["movement_submovements"] = rng.uniform(1, 3) if human else rng.uniform(1, 1.5)
             row["untrusted_fraction"] = 0.0 if human or rng.random() < 0.5 else rng.uniform(0.1, 1)
             row["press_dwell_mean_ms"] = rng.uniform(80, 2000) if human else rng.uniform(0, 120)
-            # Never missing in training: LightGBM then compares an unmeasured value as zero.
-            row["moving_fraction"] = rng.uniform(0, 1)
-            # Measured for some sessions only (no typing).
-            row["key_flight_log_sd"] = (rng.uniform(0.3, 0.8) if human else rng.uniform(0.1, 0.5)) if rng.random() < 0.6 else None
-            label = {"reference": f"r{i}", "class": "human" if human else "bot",
+            row["movement_deviation"] = rng.uniform(0, 0.3) if rng.random() < 0.8 else None
+            row["key_flight_log_sd"] = rng.uniform(0.3, 0.8) if human else rng.uniform(0.1, 0.5)
+            row["key_flight_cv"] = rng.uniform(0.3, 0.9)
+            label = {"reference": f"r{i}", "class": "human" if human else "bot", "cluster": f"p{i % 40}",
                      "generator": "human" if human else ("naive", "windmouse")[i % 4 == 1],
                      "family": "human" if human else ("naive", "wind")[i % 4 == 1]}
             samples.append((label, row))
         return samples
 
-    def test_converted_trees_sum_to_lightgbms_raw_score_and_handle_unmeasured_values(self):
+    def test_converted_trees_sum_to_lightgbms_raw_scores_per_modality(self):
         samples = self.samples()
-        fitted, booster = model.fit_gbdt(samples, version="test", rounds=40, tune=False)
-        probe = [row for _, row in samples[:200]]
-        probe += [{**row, "moving_fraction": None, "movement_submovements": None} for row in probe[:50]]
-        self.assertTrue(fitted["deviations"], "the free features get deviations from the humans")
-        raw = booster.predict(model.tree_matrix(probe, deviations=fitted["deviations"]), raw_score=True)
-        mine = [model.log_odds(fitted, row) for row in probe]
-        for expected, actual in zip(raw, mine):
-            self.assertAlmostEqual(expected, actual, places=9)
+        fitted, boosters = model.fit_gbdt(samples, version="test", rounds=40, tune=False)
+        self.assertEqual(set(boosters), {"pointer", "keyboard"}, "no touch in these samples")
+        pointer = [t for t in fitted["trees"] if t["modality"] == "pointer"]
+        rows = [row for _, row in samples if model.has_evidence("pointer", row)][:200]
+        spec = model.MODALITIES["pointer"]
+        deviations = [d for d in fitted["deviations"] if d["feature"] in {f for f, _, _ in spec["trees"]}]
+        raw = boosters["pointer"].predict(model.tree_matrix(rows, spec["trees"], deviations), raw_score=True)
+        only_pointer = dict(fitted, trees=pointer, terms=[], bias=0.0)
+        for expected, row in zip(raw, rows):
+            # Rows with every pointer feature measured walk one path, as LightGBM does.
+            if all(model.measured(row.get(f)) for f, _, _ in spec["trees"] if f in row):
+                self.assertAlmostEqual(expected, model.log_odds(only_pointer, row), places=9)
         for tree in fitted["trees"]:
             nodes = tree["nodes"]
             for index, node in enumerate(nodes):
                 if "leaf" not in node:
                     self.assertGreater(node["left"], index)
                     self.assertGreater(node["right"], index)
-                    self.assertIn(node["missing"], ("left", "right"))
+                    self.assertEqual(node["missing"], "average")
+                    covers = nodes[node["left"]]["cover"] + nodes[node["right"]]["cover"]
+                    self.assertAlmostEqual(node["cover"], covers)
         json.loads(json.dumps(fitted))  # plain JSON: what the Rust side reads
+
+    def test_unmeasured_is_evidence_for_neither_side(self):
+        fitted, _ = model.fit_gbdt(self.samples(), version="test", rounds=40, tune=False)
+        row = {"movements": 8.0, "movement_peak_speed_ratio": 2.3, "movement_submovements": 1.4,
+               "press_dwell_mean_ms": 90.0, "movement_deviation": None}
+        _, effects = model.contributions(fitted, row)
+        self.assertTrue(any(node.get("feature") == "movement_deviation" for tree in fitted["trees"]
+                            for node in tree["nodes"]), "a tree splits on it")
+        self.assertNotIn("movement_deviation", effects, "an unmeasured feature is charged nothing")
+        # A tree's expected value over its cover equals its root's value: with everything
+        # unmeasured, each speaking tree adds its root and nothing more.
+        empty = {"movements": 8.0}
+        roots = sum(t["nodes"][0]["value"] for t in fitted["trees"] if t["modality"] == "pointer")
+        z, effects = model.contributions(dict(fitted, terms=[]), empty)
+        self.assertAlmostEqual(z, roots, places=9)
+        self.assertEqual(dict(effects), {})
+
+    def test_keys_alone_never_make_a_session_human_like(self):
+        fitted, _ = model.fit_gbdt(self.samples(), version="test", rounds=40, tune=False)
+        typist = {"movements": 0.0, "free_keystrokes": 30.0, "key_flight_log_sd": 0.7, "key_flight_cv": 0.6}
+        fitted["bias"] = 20.0  # whatever the log-odds, keys alone cannot decide
+        self.assertEqual(model.score(fitted, typist), 50.0)
+        self.assertTrue(model.reasons(fitted, typist)[0].startswith("too little behaviour: 0 aimed"))
 
     def test_tells_only_ever_lower_the_score_and_long_presses_never_raise_it_past_the_clip(self):
         samples = self.samples()
         fitted, _ = model.fit_gbdt(samples, version="test", rounds=60, tune=False)
-        row = dict(samples[0][1])
+        self.assertTrue(all(term["weight"] < 0 for term in fitted["terms"]))
+        row = {"movements": 8.0, "movement_peak_speed_ratio": 2.5, "movement_submovements": 2.0,
+               "movement_deviation": 0.1}
         untrusted = [model.log_odds(fitted, {**row, "untrusted_fraction": v}) for v in (0, 0.2, 0.5, 1)]
         self.assertEqual(untrusted, sorted(untrusted, reverse=True))
         dwell = [model.log_odds(fitted, {**row, "press_dwell_mean_ms": v}) for v in (60, 300, 3000)]
         self.assertEqual(len(set(dwell)), 1, "beyond 60 ms a press says nothing more")
+        metronome = [model.log_odds(fitted, {**row, "key_flight_cv": v}) for v in (0.5, 0.06, 0.01)]
+        self.assertEqual(metronome, sorted(metronome, reverse=True))
+        self.assertLess(metronome[2], metronome[0] - 4)
 
-    def test_masking_the_environment_leaves_only_behaviour(self):
+    def test_masking_the_environment_leaves_behaviour_and_transport(self):
         fitted, _ = model.fit_gbdt(self.samples(n=200), version="test", rounds=5, tune=False)
-        self.assertTrue(any(t["feature"] == "webdriver" for t in fitted["terms"]))
         masked = model.mask_environment(fitted)
-        self.assertEqual(masked["terms"], [])
+        kept = {term["feature"] for term in masked["terms"]}
+        self.assertFalse(kept & model.ENVIRONMENT_FEATURES)
+        self.assertIn("late_event_fraction", kept)
         self.assertEqual(model.log_odds(masked, {"webdriver": 1.0, "automation_globals": 1.0}),
                          model.log_odds(fitted, {}))
 
@@ -476,6 +534,158 @@ class ReportTest(unittest.TestCase):
         # 1 % of 100 humans: one human (score 0) may fall below the threshold 1.0.
         self.assertAlmostEqual(report.tpr_at_fpr(bots, humans_scores, 0.01), 1 / 3)
         self.assertAlmostEqual(report.tpr_at_fpr(bots, humans_scores, 0.05), 2 / 3)
+
+
+BOTS = REPO / "scorer" / "quality" / "bots.js"
+
+
+def node(*args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["node", *args], check=True, capture_output=True, text=True, timeout=120).stdout
+
+
+@unittest.skipIf(__import__("shutil").which("node") is None, "node is not installed")
+class BotDesignTest(unittest.TestCase):
+    """bots.js --list-design: the factor levels each factorial seed gets, with no browser."""
+
+    FACTORS = ("path", "typing", "pacing", "modality", "driver")
+    MOVING = {"bezier", "ghost-cursor", "windmouse", "perlin", "minjerk", "replay"}
+
+    def design(self, seeds: str, *flags: str) -> list[dict]:
+        return [json.loads(line) for line in node(str(BOTS), "--list-design", seeds, *flags).splitlines()]
+
+    def test_every_level_of_every_factor_appears_equally_often(self):
+        from collections import Counter
+
+        rows = self.design("1-840")
+        self.assertEqual([row["seed"] for row in rows], list(range(1, 841)))
+        counts = {f: Counter(row["factors"][f] for row in rows) for f in self.FACTORS}
+        # 840 seeds are whole blocks of 4, 3 and 2: exactly balanced.
+        self.assertEqual(counts["typing"], {level: 210 for level in ("population", "replay", "metronome", "insert")})
+        self.assertEqual(counts["pacing"], {level: 280 for level in ("human", "agent", "fast")})
+        self.assertEqual(counts["modality"], {level: 210 for level in ("mouse", "keyboard", "touch", "paste")})
+        self.assertEqual(counts["driver"], {"cdp": 420, "webdriver": 420})
+        # The factors are drawn independently: every modality meets every typing level and driver.
+        pairs = Counter((row["factors"]["modality"], row["factors"]["typing"]) for row in rows)
+        self.assertEqual(len(pairs), 16)
+        self.assertTrue(all(30 <= n <= 90 for n in pairs.values()), pairs)
+        mouse_paths = Counter(row["factors"]["path"] for row in rows if row["factors"]["modality"] == "mouse")
+        self.assertEqual(set(mouse_paths), self.MOVING)
+        self.assertLessEqual(max(mouse_paths.values()), 3 * min(mouse_paths.values()), mouse_paths)
+
+    def test_no_impossible_combination_is_drawn(self):
+        for row in self.design("1-840"):
+            f = row["factors"]
+            if f["modality"] in ("keyboard", "touch"):
+                self.assertEqual(f["path"], "none", row)
+            if f["modality"] == "mouse":
+                self.assertIn(f["path"], self.MOVING, row)
+            if f["path"] == "ghost-cursor":
+                self.assertEqual(f["driver"], "cdp", row)
+        paste = {row["factors"]["path"] for row in self.design("1-200") if row["factors"]["modality"] == "paste"}
+        self.assertIn("none", paste)  # the keyboard reaches the field
+        self.assertTrue(paste & self.MOVING)  # or the mouse does
+
+    def test_a_seed_always_gets_the_same_levels_and_reference(self):
+        first, again = self.design("100001-100040"), self.design("100001-100040")
+        self.assertEqual(first, again)
+        self.assertEqual(len({row["reference"] for row in first}), 40)
+        self.assertEqual(self.design("100007")[0], first[6])
+
+    def test_forced_levels_restrict_the_draw(self):
+        from collections import Counter
+
+        rows = self.design("1-120", "--modality", "paste", "--driver", "webdriver")
+        self.assertTrue(all(r["factors"]["modality"] == "paste" and r["factors"]["driver"] == "webdriver" for r in rows))
+        self.assertNotIn("ghost-cursor", {r["factors"]["path"] for r in rows})
+        self.assertEqual(Counter(r["factors"]["typing"] for r in rows), {t: 30 for t in ("population", "replay", "metronome", "insert")})
+        # A forced path picks a modality that can use it.
+        self.assertEqual({r["factors"]["modality"] for r in self.design("1-60", "--path", "none")}, {"keyboard", "touch", "paste"})
+        self.assertEqual({r["factors"]["modality"] for r in self.design("1-60", "--path", "perlin")}, {"mouse", "paste"})
+        with self.assertRaises(Exception):
+            node(str(BOTS), "--list-design", "1-3", "--path", "ghost-cursor", "--driver", "webdriver")
+
+    def test_key_schedules_time_key_downs_as_drawn(self):
+        script = """
+        const b = require(process.argv[1]);
+        const out = { population: [], metronome: [], shift: [] };
+        for (let seed = 1; seed <= 300; seed++) {
+          const r = b.rng(seed);
+          const person = b.drawTypist(r, "population", {});
+          const events = b.keyEvents(r, person.strokes("The new layout is confusing"));
+          const downs = events.filter((e) => e.type === "down" && e.key !== "Shift").map((e) => e.t);
+          const gaps = downs.slice(1).map((t, i) => t - downs[i]).sort((x, y) => x - y);
+          out.population.push(gaps[gaps.length >> 1] / person.details.ikiMeanMs);
+          const shiftDown = events.find((e) => e.key === "Shift" && e.type === "down").t;
+          const shiftUp = events.find((e) => e.key === "Shift" && e.type === "up").t;
+          const tDown = events.find((e) => e.key === "T" && e.type === "down").t;
+          const tUp = events.find((e) => e.key === "T" && e.type === "up").t;
+          const next = downs.find((t) => t > tDown);
+          out.shift.push([tDown - shiftDown, shiftUp - tUp, next - shiftUp]);
+          const held = new Set();
+          for (const e of events) {
+            if (e.type === "down" && held.has(e.key.toLowerCase())) throw new Error("a key went down while held");
+            if (e.type === "down") held.add(e.key.toLowerCase()); else held.delete(e.key.toLowerCase());
+          }
+          const metronome = b.drawTypist(r, "metronome", {});
+          const ticks = b.keyEvents(r, metronome.strokes("teal"), { shift: false }).filter((e) => e.type === "down");
+          out.metronome.push([ticks[1].t - ticks[0].t, metronome.details.delayMs]);
+        }
+        console.log(JSON.stringify(out));
+        """
+        out = json.loads(node("-e", script, str(BOTS)))
+        # A lognormal around the person's mean interval: its median is exp(-0.45^2 / 2) of the mean.
+        self.assertAlmostEqual(statistics.median(out["population"]), math.exp(-0.45 ** 2 / 2), delta=0.03)
+        # Shift goes down before the capital and comes up at most 60 ms after its release, always
+        # before the next key goes down (earlier than 10 ms after the release only when the
+        # capital is still held then).
+        for lead, lag, gap in out["shift"]:
+            self.assertTrue(0 < lead <= 120 and lag <= 60 and gap > 0, (lead, lag, gap))
+        self.assertGreater(sum(30 <= lead for lead, _, _ in out["shift"]), 250)
+        self.assertGreater(sum(10 <= lag for _, lag, _ in out["shift"]), 200)
+        for interval, delay in out["metronome"]:
+            self.assertTrue(20 <= delay <= 200)
+            self.assertAlmostEqual(interval, 2 * delay, delta=1)
+
+
+class TypingTracesTest(unittest.TestCase):
+    """pipeline.typing_traces: real CMU typing of TRAIN subjects for the bots' replay typing."""
+
+    def test_traces_hold_train_subjects_only_with_their_recorded_times(self):
+        import pipeline
+
+        names = cmu_subject_names(per_split=3)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "keystrokes.csv"
+            write_cmu(path, names, repetitions=12)
+            subjects = humans.load_cmu(path)
+        traces = pipeline.typing_traces(subjects)
+        train = {name for name in names if humans.cmu_split(name) == "train"}
+        self.assertEqual(len(train), 3)
+        self.assertEqual({trace["person"] for trace in traces}, train)
+        text = json.dumps(traces)
+        for name in set(names) - train:
+            self.assertNotIn(name, text)
+        for trace in traces:
+            subject = subjects[trace["person"]]
+            run = next(run for run in subject.runs if run[0].session == trace["session"])
+            keys = trace["keys"]
+            self.assertEqual(len(keys), len(humans.CMU_KEYS) * len(run))
+            self.assertEqual([key[2] for key in keys[:11]], ["char"] * 4 + ["digit"] + ["char"] * 5 + ["enter"])
+            downs = [key[0] for key in keys]
+            self.assertEqual(downs, sorted(downs))
+            for index, rep in enumerate(run):
+                mine = keys[11 * index:11 * index + 11]
+                for position in range(11):
+                    self.assertAlmostEqual(mine[position][1] - mine[position][0], rep.holds[position], places=2)
+                    if position:
+                        self.assertAlmostEqual(mine[position][0] - mine[position - 1][0],
+                                               rep.downs[position] - rep.downs[position - 1], places=2)
+                if index:
+                    # From the last Return to the next first key: one of the subject's own flights.
+                    step = mine[0][0] - keys[11 * index - 1][0]
+                    self.assertTrue(any(abs(step - flight) < 0.01 for flight in subject.flights), step)
 
 
 if __name__ == "__main__":
