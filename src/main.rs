@@ -1,8 +1,8 @@
 //! The `telltale` binary; everything lives in the library (see `src/lib.rs`).
 
 // jemalloc, not glibc's malloc: the scans, merges and commits allocate and free large buffers
-// at a high rate, and glibc maps each one fresh from the kernel (zeroed pages: 18-39 % of a
-// profile) and fragments. Measured with scoring_run (benches/README.md): loading, compaction
+// at a high rate, and glibc maps each one fresh from the kernel (zeroed pages: a large share
+// of a profile) and fragments. Measured with scoring_run (benches/README.md): loading, compaction
 // and a million-session run all faster, and half the resident memory after loading.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]

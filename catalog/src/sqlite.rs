@@ -187,12 +187,13 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         // Driven by the wanted references (the left side of a LEFT JOIN is SQLite's outer loop),
         // so each reference costs two index lookups whatever the survey's size. Without
         // `INDEXED BY` the planner (no statistics) takes the primary key's `survey_id` prefix
-        // and scans the survey's sessions once per reference: measured with 200k sessions,
-        // 4.1 s instead of 1.7 ms (and 222 ms for the grouped-CTE form this replaced).
+        // and scans the survey's sessions once per reference, so a lookup grows with the survey
+        // (the grouped-CTE form this replaced was slower too). benches/README.md (`scoring_run`)
+        // has the lookup latency.
         //
         // The rows come back as one JSON array in one row: sqlx hands each result row from its
-        // SQLite worker thread to the caller separately, which cost about 1 ms for 100 rows,
-        // as much as the query itself.
+        // SQLite worker thread to the caller separately, which for 100 rows cost as much as the
+        // query itself.
         let mut query = QueryBuilder::new(
             "SELECT json_group_array(json_array(reference, event_count, first_event_at,
                         last_event_at, human_score_percent, score_band, scored_at, model_version))
@@ -261,7 +262,7 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         let rows = sqlx::query(
             // CROSS JOIN fixes the wanted identifiers as the outer loop, so each is one
             // primary-key probe. With `IN (SELECT ...)` the planner scanned the survey's
-            // sessions instead: 1.1 s for 500 identifiers on a survey of a million sessions.
+            // sessions instead, a cost that grows with the survey.
             "SELECT s.identifier, s.reference
              FROM json_each(?) AS w CROSS JOIN sessions AS s
              WHERE s.survey_id = ? AND s.identifier = w.value AND s.reference IS NOT NULL",
@@ -396,7 +397,7 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         // Deleted rows are overwritten with zeros (and freed pages too), not left in free
         // space. Only on this connection and for this transaction: on for every connection,
         // the extra writes of the statistics commits made the collector's log syncs stall
-        // (open-loop p99 of 0.5-1.7 s in two runs of three, against 11-15 ms).
+        // (benches/README.md, `collector_load`, has the open-loop p99 it cost).
         sqlx::query("PRAGMA secure_delete = ON")
             .execute(&mut *connection)
             .await?;
@@ -467,8 +468,8 @@ crate::shared::impl_catalog!(SqliteCatalog, {
 
     /// After a scoring run has written a million scores, their pages sit in the write-ahead
     /// log until a checkpoint that no reader blocks, and until the log is reset every read of
-    /// them goes through it (a `pread` per page instead of the memory map): lookups on such a
-    /// survey measured a p99 of 8 ms against 4-5 ms once the log was folded in.
+    /// them goes through it (a `pread` per page instead of the memory map), which raised the
+    /// lookup p99 on such a survey until the log was folded in (benches/README.md, `scoring_run`).
     async fn checkpoint(&self) -> Result<bool> {
         let row = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .fetch_one(&self.pool)

@@ -24,8 +24,8 @@
 //! record header and offers it as the next segment (`next.wal.spare`). The writer overwrites it
 //! from offset 0, so its `fdatasync`s carry data blocks only; a new or appended-to file would also
 //! carry a new size and new blocks through the file system's journal, which the lake's and the
-//! catalog's fsyncs share. (`benches/ceiling.rs` measured the difference: an open-loop p99 of
-//! 3.3-4.1 ms overwriting against 6.8-44 ms appending.) When no free file is ready, the helper
+//! catalog's fsyncs share. (`benches/ceiling.rs` measures the difference in open-loop p99,
+//! `overwrite` against `durable`: see benches/README.md.) When no free file is ready, the helper
 //! creates a new one, so a roll inside the writer is still a rename. Either way the helper fills
 //! the spare with zeros to 40 MiB and syncs it first, so that a new segment, or a recycled one
 //! longer than its predecessor, is written in place too.

@@ -22,7 +22,7 @@
 //! otherwise: the time a compaction's replaced files are kept) are deleted after it. Versions
 //! older than that retention cannot be read whole anyway. (A flush is a commit: every 10 s per
 //! instance at rest, several a second under load. Every commit lists `_delta_log/`, and a
-//! local folder is listed whole whatever the offset: 100,000 entries take about 50 ms here.
+//! local folder is listed whole whatever the offset, so each commit pays for every entry kept.
 //! Delta's default of 30 days would keep millions.)
 
 use std::collections::{HashMap, HashSet};
@@ -42,8 +42,8 @@ use deltalake_core::{DeltaTable, DeltaTableError, TableProperty};
 
 /// Commits between checkpoints: Delta's default (delta-rs's is 100), so a reader that loads a
 /// table cold replays at most 10 commit files. The checkpoints cost the writers nothing
-/// measurable: flush commits during scoring_run's load averaged 43.5 ms with 10 and 41.1 ms
-/// with 100 (benches/README.md); our tables hold a few hundred live files.
+/// measurable: flush commits during scoring_run's load took as long with 10 as with 100
+/// (benches/README.md has the commit times); our tables hold a few hundred live files.
 pub const CHECKPOINT_INTERVAL: u64 = 10;
 
 /// How long commit files are kept once a newer checkpoint covers them, unless the lake is told

@@ -390,7 +390,8 @@ impl SessionTrace {
     /// Orders events by time; events of one time keep their arrival order.
     pub fn finish(&mut self) {
         // The scan mostly delivers a session's events already in order; checking first saves
-        // the stable sort's scratch allocation (measured: an eighth of features' time).
+        // the stable sort's scratch allocation, a visible share of features' time
+        // (benches/README.md, `model_score`).
         if !self.events.is_sorted_by_key(|event| event.t) {
             self.events.sort_by_key(|event| event.t);
         }
