@@ -6,7 +6,7 @@
 import { strict as assert } from "node:assert";
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { randomInt, randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -15,8 +15,17 @@ import { after, before, describe, test } from "node:test";
 import { DEFAULT_RETRY, LOOKUP_CHUNK, TelltaleClient, TelltaleError, retryWait } from "../src/index.js";
 
 const binary =
-  process.env.TELLTALE_BIN ??
-  join(process.env.CARGO_TARGET_DIR ?? join(homedir(), ".cache", "telltale-target"), "debug", "telltale");
+  process.env.TELLTALE_BIN ||
+  join(process.env.CARGO_TARGET_DIR || join(homedir(), ".cache", "telltale-target"), "debug", "telltale");
+// Also checked before compiling (test/binary.mjs): fail at once, not after a 120 s wait.
+try {
+  accessSync(binary, constants.X_OK);
+} catch (error) {
+  throw new Error(
+    `telltale binary not found at ${binary} (${(error as NodeJS.ErrnoException).code}): the tests run against ` +
+      "the real binary; build it with `cargo build` or set TELLTALE_BIN to its path",
+  );
+}
 
 class Server {
   url = "";
@@ -43,6 +52,7 @@ class Server {
         }
       });
       child.on("exit", (code) => reject(new Error(`telltale serve exited with ${code}`)));
+      child.on("error", (error) => reject(new Error(`telltale serve (${binary}) did not start: ${error.message}`)));
     });
     return server;
   }
