@@ -145,7 +145,8 @@ fn delta_type(data_type: &arrow::datatypes::DataType) -> Result<DeltaType, LakeE
         A::Utf8 | A::LargeUtf8 => DeltaType::STRING,
         A::Dictionary(_, value) if matches!(**value, A::Utf8) => DeltaType::STRING,
         A::Int32 => DeltaType::INTEGER,
-        A::Int64 | A::UInt64 => DeltaType::LONG,
+        // No unsigned types: a file's column must be what the Delta schema declares.
+        A::Int64 => DeltaType::LONG,
         A::Float64 => DeltaType::DOUBLE,
         A::Boolean => DeltaType::BOOLEAN,
         A::Timestamp(_, Some(_)) => DeltaType::TIMESTAMP,

@@ -113,7 +113,9 @@ pub static SCORES_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("scored_at", timestamp(), false),
         Field::new("model_version", DataType::Utf8, false),
         Field::new("run_id", DataType::Utf8, false),
-        Field::new("event_count", DataType::UInt64, false),
+        // Int64, not UInt64: the Delta schema has no unsigned type (it says `long`), and readers
+        // that check the files against it (polars) refuse a uint64 column.
+        Field::new("event_count", DataType::Int64, false),
         Field::new(
             "reasons",
             DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),

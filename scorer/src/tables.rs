@@ -4,8 +4,8 @@
 use std::sync::{Arc, LazyLock};
 
 use arrow::array::{
-    ArrayRef, Float64Builder, ListBuilder, RecordBatch, StringBuilder, TimestampMillisecondBuilder,
-    UInt64Builder,
+    ArrayRef, Float64Builder, Int64Builder, ListBuilder, RecordBatch, StringBuilder,
+    TimestampMillisecondBuilder,
 };
 use arrow::datatypes::SchemaRef;
 pub use lake::tables::SCORES_SCHEMA;
@@ -68,13 +68,13 @@ pub fn scores_batch(
     let mut percent = Float64Builder::with_capacity(n);
     let mut band = StringBuilder::new();
     let mut reference = StringBuilder::new();
-    let mut events = UInt64Builder::with_capacity(n);
+    let mut events = Int64Builder::with_capacity(n);
     let mut reasons = ListBuilder::new(StringBuilder::new());
     for session in sessions {
         reference.append_value(&session.reference);
         percent.append_value(session.score.human_score_percent);
         band.append_value(session.score.band);
-        events.append_value(session.features.event_count.max(0.0) as u64);
+        events.append_value(session.features.event_count.max(0.0) as i64);
         for reason in &session.score.reasons {
             reasons.values().append_value(reason.describe());
         }
