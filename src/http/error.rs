@@ -90,6 +90,12 @@ impl IntoResponse for ApiError {
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(1u64));
             }
+            // RFC 6750: a 401 names the scheme the request must use.
+            ApiError::Unauthorized(_) => {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
             _ => {}
         }
         response

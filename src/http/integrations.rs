@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 
 use super::auth::{Authenticated, KeyContext};
 use super::openapi::ErrorBody;
-use super::{ApiBytes, ApiError, ApiPath, AppState, iso8601, parse_json};
+use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -193,7 +193,7 @@ pub async fn provision_survey(
     State(state): State<AppState>,
     auth: Authenticated,
     ApiPath(external_survey_id): ApiPath<String>,
-    ApiBytes(body): ApiBytes,
+    JsonBytes(body): JsonBytes,
 ) -> Result<Json<ProvisionEnvelope>, ApiError> {
     auth.require(Scope::SurveysWrite)?;
     let id_chars = external_survey_id.chars().count();
@@ -267,7 +267,7 @@ pub async fn lookup_sessions(
     State(state): State<AppState>,
     auth: Authenticated,
     ApiPath(survey_id): ApiPath<String>,
-    ApiBytes(body): ApiBytes,
+    JsonBytes(body): JsonBytes,
 ) -> Result<Json<LookupEnvelope>, ApiError> {
     auth.require(Scope::SessionsRead)?;
     let survey_id = owned_survey(&state, &auth, &survey_id).await?;

@@ -173,9 +173,13 @@ pub fn app(state: AppState) -> Router {
         .merge(collector::routes())
         .merge(embed::routes())
         .merge(demo::routes())
-        .merge(integrations::routes())
-        .merge(scoring::routes())
-        .merge(deletions::routes())
+        .merge(
+            Router::new()
+                .merge(integrations::routes())
+                .merge(scoring::routes())
+                .merge(deletions::routes())
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_JSON_BODY_BYTES)),
+        )
         .merge(status::routes())
         .merge(openapi::routes())
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()) })
@@ -228,6 +232,50 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
         }
     }
 }
+
+/// A JSON endpoint's body: [`ApiBytes`] whose `Content-Type`, when there is a body, is JSON
+/// (`application/json` or a `+json` type); any other type is a 415, as the collector answers
+/// one it does not take. A body without a `Content-Type` is read as JSON.
+pub struct JsonBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let content_type = request
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .cloned();
+        let ApiBytes(body) = ApiBytes::from_request(request, state).await?;
+        if !body.is_empty()
+            && let Some(value) = content_type
+            && !is_json_media_type(&value)
+        {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "Content-Type {} is not JSON: send application/json",
+                value.to_str().unwrap_or("(not text)")
+            )));
+        }
+        Ok(JsonBytes(body))
+    }
+}
+
+fn is_json_media_type(value: &axum::http::HeaderValue) -> bool {
+    let Ok(text) = value.to_str() else {
+        return false;
+    };
+    let essence = text
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// The integration API's largest request body (the collector's is the same).
+pub const MAX_JSON_BODY_BYTES: usize = 1024 * 1024;
 
 /// For a router built without [`app`] (tests of single routes).
 const DEFAULT_BODY_DEADLINE: Duration = Duration::from_secs(30);

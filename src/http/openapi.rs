@@ -37,6 +37,7 @@ pub struct ErrorBody {
         super::deletions::request_deletion,
         super::deletions::get_deletion,
         super::status::health,
+        super::status::live,
         super::status::ready,
         super::status::status,
         super::status::metrics,
@@ -181,6 +182,17 @@ fn refine(document: &mut Value) {
                         responses
                             .entry("413")
                             .or_insert_with(|| error("body over 1 MiB"));
+                        responses
+                            .entry("415")
+                            .or_insert_with(|| error("the body's Content-Type is not JSON"));
+                    }
+                    if let Some(unauthorized) = responses.get_mut("401") {
+                        unauthorized["headers"] = json!({
+                            "WWW-Authenticate": {
+                                "description": "the scheme the request must use: `Bearer`",
+                                "schema": { "type": "string" }
+                            }
+                        });
                     }
                 }
                 for status in ["429", "503"] {
@@ -380,9 +392,12 @@ mod tests {
                 "/paths/~1integrations~1v1~1surveys~1{surveyId}~1sessions~1lookup/post/responses",
             )
             .expect("responses");
-        for status in ["400", "401", "403", "404", "408", "413", "429", "503"] {
+        for status in [
+            "400", "401", "403", "404", "408", "413", "415", "429", "503",
+        ] {
             assert!(responses.get(status).is_some(), "{status}");
         }
+        assert!(responses["401"]["headers"]["WWW-Authenticate"].is_object());
         assert!(responses["429"]["headers"]["Retry-After"].is_object());
         let links = document
             .pointer(

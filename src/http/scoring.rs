@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 use super::auth::Authenticated;
 use super::integrations::owned_survey;
 use super::openapi::ErrorBody;
-use super::{ApiBytes, ApiError, ApiPath, AppState, iso8601, parse_json};
+use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -150,7 +150,7 @@ pub async fn start_run(
     State(state): State<AppState>,
     auth: Authenticated,
     ApiPath(survey_id): ApiPath<String>,
-    ApiBytes(body): ApiBytes,
+    JsonBytes(body): JsonBytes,
 ) -> Result<(StatusCode, Json<ScoringRunEnvelope>), ApiError> {
     auth.require(Scope::ScoringWrite)?;
     let survey = owned_survey(&state, &auth, &survey_id).await?;

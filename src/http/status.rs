@@ -22,6 +22,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/status/health", get(health))
+        .route("/status/live", get(live))
         .route("/status/ready", get(ready))
         .route("/status/", get(status))
         .route("/status", get(status))
@@ -73,6 +74,13 @@ pub struct NotReady {
 #[utoipa::path(get, path = "/status/health", tag = "status", responses((status = 200, body = Health)))]
 pub async fn health() -> Json<Health> {
     Json(Health { status: "ok" })
+}
+
+/// Liveness under the name that pairs with `/status/ready` (what orchestrators probe): the same
+/// answer as `/status/health`.
+#[utoipa::path(get, path = "/status/live", tag = "status", responses((status = 200, body = Health)))]
+pub async fn live() -> Json<Health> {
+    health().await
 }
 
 /// Readiness: the catalog answers a query and the lake's object store a request, each within

@@ -66,6 +66,16 @@ async fn missing_malformed_and_unknown_keys_get_401() {
 
     let missing = send(server.client().get(&context_url)).await;
     assert_error(&missing, 401);
+    // RFC 6750: the 401 names the scheme to use.
+    assert_eq!(
+        missing
+            .headers
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok()),
+        Some("Bearer"),
+        "{:?}",
+        missing.headers
+    );
 
     let basic = send(
         server
@@ -280,4 +290,43 @@ async fn scopes_gate_provisioning_and_lookup_but_not_context() {
             .await,
         403,
     );
+}
+
+#[tokio::test]
+async fn json_endpoints_refuse_other_content_types_and_bodies_over_1_mib() {
+    let server = TestServer::start().await;
+    let key = server.key().to_owned();
+    let url = server.url("/integrations/v1/surveys/content-types");
+    let with = |content_type: &'static str, body: String| {
+        server
+            .client()
+            .put(&url)
+            .bearer_auth(&key)
+            .header("content-type", content_type)
+            .body(body)
+    };
+    let xml = send(with("application/xml", "<name>x</name>".to_owned())).await;
+    assert_error(&xml, 415);
+    // curl -d sends a form type by default: refused, not read as JSON.
+    let form = send(with(
+        "application/x-www-form-urlencoded",
+        r#"{"name":"Form"}"#.to_owned(),
+    ))
+    .await;
+    assert_error(&form, 415);
+    for json_type in [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/merge-patch+json",
+    ] {
+        let accepted = send(with(json_type, r#"{"name":"Typed"}"#.to_owned())).await;
+        assert_eq!(accepted.status, 200, "{json_type}: {}", accepted.text);
+    }
+    // A body over 1 MiB, as the document and the message say (axum's default was 2 MiB).
+    let large = format!(r#"{{"name":"{}"}}"#, "x".repeat(1024 * 1024 + 16));
+    assert_error(&send(with("application/json", large)).await, 413);
+    // Liveness under the name that pairs with /status/ready.
+    let live = server.get("/status/live").await;
+    assert_eq!(live.status, 200);
+    assert_eq!(live.json()["status"], "ok");
 }

@@ -218,6 +218,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/status/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness under the name that pairs with `/status/ready` (what orchestrators probe): the same
+         *     answer as `/status/health`.
+         */
+        get: operations["live"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/status/ready": {
         parameters: {
             query?: never;
@@ -579,6 +599,8 @@ export interface operations {
             };
             401: {
                 headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -652,6 +674,8 @@ export interface operations {
             };
             401: {
                 headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -678,6 +702,15 @@ export interface operations {
             };
             /** @description body over 1 MiB */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body's Content-Type is not JSON */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -753,6 +786,8 @@ export interface operations {
             };
             401: {
                 headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -788,6 +823,15 @@ export interface operations {
             };
             /** @description body over 1 MiB */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body's Content-Type is not JSON */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -842,6 +886,8 @@ export interface operations {
             };
             401: {
                 headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -913,6 +959,8 @@ export interface operations {
             };
             401: {
                 headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -984,6 +1032,8 @@ export interface operations {
             };
             401: {
                 headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1064,6 +1114,8 @@ export interface operations {
             };
             401: {
                 headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1146,6 +1198,8 @@ export interface operations {
             };
             401: {
                 headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1181,6 +1235,15 @@ export interface operations {
             };
             /** @description body over 1 MiB */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body's Content-Type is not JSON */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1251,6 +1314,25 @@ export interface operations {
         };
     };
     health: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    live: {
         parameters: {
             query?: never;
             header?: never;
