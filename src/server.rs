@@ -27,7 +27,6 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     let catalog = catalog::open(&catalog_url)
         .await
         .with_context(|| format!("opening catalog {catalog_url}"))?;
-    bootstrap(catalog.as_ref()).await?;
 
     let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES)
         .await
@@ -82,6 +81,9 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         .await
         .with_context(|| format!("binding {}", args.bind))?;
     let local = listener.local_addr()?;
+    // Only once the address is ours: a start that cannot serve (the port is taken) must not
+    // show the one-time key and leave the next start with none to show.
+    bootstrap(catalog.as_ref()).await?;
     let public_url = args
         .public_url
         .clone()

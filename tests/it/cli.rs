@@ -156,3 +156,62 @@ async fn the_first_start_prints_a_key_once_and_a_restart_prints_none() {
         "{organizations}"
     );
 }
+
+#[tokio::test]
+async fn a_first_start_that_cannot_bind_shows_no_key_and_the_next_start_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().to_str().expect("utf-8 path").to_owned();
+    // The port is taken: the start fails before the bootstrap.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = taken.local_addr().expect("address").to_string();
+    let failed = std::process::Command::new(crate::harness::BIN)
+        .args(["serve", "--bind", &address, "--data-dir", &data_dir])
+        .output()
+        .expect("run telltale serve");
+    assert!(!failed.status.success());
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert!(!stdout.contains("TELLTALE_INTEGRATION_KEY"), "{stdout}");
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains(&address),
+        "the error names the address"
+    );
+    let organizations = std::process::Command::new(crate::harness::BIN)
+        .args(["org", "list", "--json", "--data-dir", &data_dir])
+        .output()
+        .expect("run telltale org list");
+    let listed: serde_json::Value =
+        serde_json::from_slice(&organizations.stdout).expect("org list --json");
+    assert_eq!(listed, serde_json::json!([]), "no organization was created");
+    drop(taken);
+    // The next start, on a free port, creates the organization and shows its key.
+    let mut next = std::process::Command::new(crate::harness::BIN)
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir", &data_dir])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start telltale serve");
+    let stdout = next.stdout.take().expect("stdout");
+    let lines = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut seen = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.expect("a line");
+            let done = line.starts_with("telltale listening on ");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .expect("read stdout");
+    let _ = next.kill();
+    let _ = next.wait();
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("TELLTALE_INTEGRATION_KEY=tt_")),
+        "{lines:?}"
+    );
+}
