@@ -87,177 +87,382 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     Ok(handle)
 }
 
-/// HELP lines and units of every series, in one place.
+/// A series's kind, as Prometheus types it.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One series of `docs/operations.md`: its name, kind, unit and HELP line, and the label sets
+/// registered at start so that the first scrape shows it at zero (an alert on "rising" sees the
+/// first event; a series absent until it moves cannot be told from one never collected).
+struct Series {
+    name: &'static str,
+    kind: Kind,
+    unit: Option<Unit>,
+    help: &'static str,
+    /// Label sets shown at zero from the start (`NO_LABELS`: the one unlabelled series). A
+    /// series with labels of run-time values (a route, a table) shows the ones the docs name.
+    zero: &'static [&'static [(&'static str, &'static str)]],
+}
+
+const NO_LABELS: &[&[(&str, &str)]] = &[&[]];
+const OUTCOMES_STORED: &[&[(&str, &str)]] = &[
+    &[("outcome", "stored")],
+    &[("outcome", "discarded_deleted")],
+];
+const TABLES: &[&[(&str, &str)]] = &[
+    &[("table", "events")],
+    &[("table", "features")],
+    &[("table", "scores")],
+];
+
+/// Every series the service records, in one place.
+const SERIES: &[Series] = &[
+    Series {
+        name: "telltale_ready",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "1 when the last readiness check found both stores answering, else 0",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_http_requests_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "HTTP requests answered, by route, method and status",
+        zero: &[&[("route", "/metrics"), ("method", "GET"), ("status", "200")]],
+    },
+    Series {
+        name: "telltale_http_request_duration_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "time from a request's arrival to its response's head, by route and method",
+        zero: &[&[("route", "/metrics"), ("method", "GET")]],
+    },
+    Series {
+        name: "telltale_collector_batches_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "collector batches accepted (stored, or discarded for a deleted session)",
+        zero: OUTCOMES_STORED,
+    },
+    Series {
+        name: "telltale_collector_events_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "events in accepted collector batches",
+        zero: OUTCOMES_STORED,
+    },
+    Series {
+        name: "telltale_collector_bytes_total",
+        kind: Kind::Counter,
+        unit: Some(Unit::Bytes),
+        help: "request body bytes of accepted collector batches",
+        zero: OUTCOMES_STORED,
+    },
+    Series {
+        name: "telltale_collector_refusals_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "collector requests refused with 503, by reason (bytes_in_flight, lake_backlog, log_unwritable)",
+        zero: &[
+            &[("reason", "bytes_in_flight")],
+            &[("reason", "lake_backlog")],
+            &[("reason", "log_unwritable")],
+        ],
+    },
+    Series {
+        name: "telltale_rate_limit_refusals_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "requests refused with 429, by limit",
+        zero: &[
+            &[("limit", "integration_key")],
+            &[("limit", "collector_ip")],
+            &[("limit", "collector_survey")],
+            &[("limit", "collector_identifier")],
+            &[("limit", "collector_new_sessions")],
+        ],
+    },
+    Series {
+        name: "telltale_collector_bytes_in_flight",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        help: "collector body bytes being read or waiting for the log",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_wal_queue_depth",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "batches waiting for the write-ahead log's writer",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_wal_sync_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "write and fdatasync of one group commit",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_wal_group_records",
+        kind: Kind::Histogram,
+        unit: None,
+        help: "batches made durable by one group commit",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_wal_write_errors_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "failed writes or syncs of the write-ahead log",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_wal_last_lsn",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "sequence number of the newest record in the write-ahead log",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_log_lake_lag_records",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "logged batches not yet committed to the lake",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_log_stats_lag_records",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "logged batches not yet in the catalog's session statistics",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_lake_backlog_bytes",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        help: "request body bytes logged and not yet in the lake",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_lake_flush_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "one flush of logged batches into the lake (encode, upload, commit)",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_lake_flushes_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "flushes, by outcome",
+        zero: &[&[("outcome", "ok")], &[("outcome", "error")]],
+    },
+    Series {
+        name: "telltale_lake_flushed_events_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "events written to the lake by flushes",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_lake_flushed_files_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "files written to the lake by flushes",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_lake_upload_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "one durable upload of a lake file",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_lake_upload_bytes_total",
+        kind: Kind::Counter,
+        unit: Some(Unit::Bytes),
+        help: "bytes uploaded to the lake",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_lake_upload_errors_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "failed uploads to the lake",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_lake_commit_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "one Delta commit, retries included, by table",
+        zero: TABLES,
+    },
+    Series {
+        name: "telltale_lake_commits_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "Delta commits, by table and outcome",
+        zero: &[
+            &[("table", "events"), ("outcome", "committed")],
+            &[("table", "features"), ("outcome", "committed")],
+            &[("table", "scores"), ("outcome", "committed")],
+        ],
+    },
+    Series {
+        name: "telltale_compaction_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "one background compaction pass that merged files",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_compaction_files_in_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "events files merged away by compaction",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_compaction_files_out_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "events files written by compaction",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_compaction_rows_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "rows rewritten by compaction",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_compaction_bytes_in_total",
+        kind: Kind::Counter,
+        unit: Some(Unit::Bytes),
+        help: "bytes of the files compaction merged away",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_compaction_conflicts_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "compaction groups skipped for a concurrent rewrite or scoring run",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_compaction_errors_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "compaction passes that failed",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_vacuumed_files_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "files deleted by the vacuum after compaction, by table",
+        zero: TABLES,
+    },
+    Series {
+        name: "telltale_erasures_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "session erasure attempts, by outcome (completed, deferred, failed)",
+        zero: &[
+            &[("outcome", "completed")],
+            &[("outcome", "deferred")],
+            &[("outcome", "failed")],
+        ],
+    },
+    Series {
+        name: "telltale_erasure_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "one completed session erasure",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_deletions_due",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "session deletions due and unclaimed when this instance last looked",
+        zero: NO_LABELS,
+    },
+    Series {
+        name: "telltale_scoring_runs_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "scoring runs this instance finished, by status",
+        zero: &[
+            &[("status", "completed")],
+            &[("status", "failed")],
+            &[("status", "canceled")],
+        ],
+    },
+    Series {
+        name: "telltale_scoring_run_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "a scoring run's time on this instance, by status",
+        zero: &[&[("status", "completed")]],
+    },
+    Series {
+        name: "telltale_scoring_sessions_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "sessions of finished runs, by outcome (scored, failed)",
+        zero: &[&[("outcome", "scored")], &[("outcome", "failed")]],
+    },
+];
+
+/// Describes every series (HELP lines and units) and registers the documented label sets at
+/// zero.
 fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram};
-    describe_gauge!(
-        "telltale_ready",
-        "1 when the last readiness check found both stores answering, else 0"
-    );
-    describe_counter!(
-        "telltale_http_requests_total",
-        "HTTP requests answered, by route, method and status"
-    );
-    describe_histogram!(
-        "telltale_http_request_duration_seconds",
-        Unit::Seconds,
-        "time from a request's arrival to its response's head, by route and method"
-    );
-    describe_counter!(
-        "telltale_collector_batches_total",
-        "collector batches accepted (stored, or discarded for a deleted session)"
-    );
-    describe_counter!(
-        "telltale_collector_events_total",
-        "events in accepted collector batches"
-    );
-    describe_counter!(
-        "telltale_collector_bytes_total",
-        Unit::Bytes,
-        "request body bytes of accepted collector batches"
-    );
-    describe_counter!(
-        "telltale_collector_refusals_total",
-        "collector requests refused with 503, by reason (bytes_in_flight, lake_backlog, log_unwritable)"
-    );
-    describe_counter!(
-        "telltale_rate_limit_refusals_total",
-        "requests refused with 429, by limit"
-    );
-    describe_gauge!(
-        "telltale_collector_bytes_in_flight",
-        Unit::Bytes,
-        "collector body bytes being read or waiting for the log"
-    );
-    describe_gauge!(
-        "telltale_wal_queue_depth",
-        "batches waiting for the write-ahead log's writer"
-    );
-    describe_histogram!(
-        "telltale_wal_sync_seconds",
-        Unit::Seconds,
-        "write and fdatasync of one group commit"
-    );
-    describe_histogram!(
-        "telltale_wal_group_records",
-        "batches made durable by one group commit"
-    );
-    describe_counter!(
-        "telltale_wal_write_errors_total",
-        "failed writes or syncs of the write-ahead log"
-    );
-    describe_gauge!(
-        "telltale_wal_last_lsn",
-        "sequence number of the newest record in the write-ahead log"
-    );
-    describe_gauge!(
-        "telltale_log_lake_lag_records",
-        "logged batches not yet committed to the lake"
-    );
-    describe_gauge!(
-        "telltale_log_stats_lag_records",
-        "logged batches not yet in the catalog's session statistics"
-    );
-    describe_gauge!(
-        "telltale_lake_backlog_bytes",
-        Unit::Bytes,
-        "request body bytes logged and not yet in the lake"
-    );
-    describe_histogram!(
-        "telltale_lake_flush_seconds",
-        Unit::Seconds,
-        "one flush of logged batches into the lake (encode, upload, commit)"
-    );
-    describe_counter!("telltale_lake_flushes_total", "flushes, by outcome");
-    describe_counter!(
-        "telltale_lake_flushed_events_total",
-        "events written to the lake by flushes"
-    );
-    describe_counter!(
-        "telltale_lake_flushed_files_total",
-        "files written to the lake by flushes"
-    );
-    describe_histogram!(
-        "telltale_lake_upload_seconds",
-        Unit::Seconds,
-        "one durable upload of a lake file"
-    );
-    describe_counter!(
-        "telltale_lake_upload_bytes_total",
-        Unit::Bytes,
-        "bytes uploaded to the lake"
-    );
-    describe_counter!(
-        "telltale_lake_upload_errors_total",
-        "failed uploads to the lake"
-    );
-    describe_histogram!(
-        "telltale_lake_commit_seconds",
-        Unit::Seconds,
-        "one Delta commit, retries included, by table"
-    );
-    describe_counter!(
-        "telltale_lake_commits_total",
-        "Delta commits, by table and outcome"
-    );
-    describe_histogram!(
-        "telltale_compaction_seconds",
-        Unit::Seconds,
-        "one background compaction pass that merged files"
-    );
-    describe_counter!(
-        "telltale_compaction_files_in_total",
-        "events files merged away by compaction"
-    );
-    describe_counter!(
-        "telltale_compaction_files_out_total",
-        "events files written by compaction"
-    );
-    describe_counter!(
-        "telltale_compaction_rows_total",
-        "rows rewritten by compaction"
-    );
-    describe_counter!(
-        "telltale_compaction_bytes_in_total",
-        Unit::Bytes,
-        "bytes of the files compaction merged away"
-    );
-    describe_counter!(
-        "telltale_compaction_conflicts_total",
-        "compaction groups skipped for a concurrent rewrite or scoring run"
-    );
-    describe_counter!(
-        "telltale_compaction_errors_total",
-        "compaction passes that failed"
-    );
-    describe_counter!(
-        "telltale_vacuumed_files_total",
-        "files deleted by the vacuum after compaction, by table"
-    );
-    describe_counter!(
-        "telltale_erasures_total",
-        "session erasure attempts, by outcome (completed, deferred, failed)"
-    );
-    describe_histogram!(
-        "telltale_erasure_seconds",
-        Unit::Seconds,
-        "one completed session erasure"
-    );
-    describe_gauge!(
-        "telltale_deletions_due",
-        "session deletions due and unclaimed when this instance last looked"
-    );
-    describe_counter!(
-        "telltale_scoring_runs_total",
-        "scoring runs this instance finished, by status"
-    );
-    describe_histogram!(
-        "telltale_scoring_run_seconds",
-        Unit::Seconds,
-        "a scoring run's time on this instance, by status"
-    );
-    describe_counter!(
-        "telltale_scoring_sessions_total",
-        "sessions of finished runs, by outcome (scored, failed)"
-    );
+    for series in SERIES {
+        let labels = |set: &[(&'static str, &'static str)]| -> Vec<metrics::Label> {
+            set.iter()
+                .map(|(key, value)| metrics::Label::new(*key, *value))
+                .collect()
+        };
+        match series.kind {
+            Kind::Counter => {
+                match series.unit {
+                    Some(unit) => metrics::describe_counter!(series.name, unit, series.help),
+                    None => metrics::describe_counter!(series.name, series.help),
+                }
+                for set in series.zero {
+                    metrics::counter!(series.name, labels(set)).increment(0);
+                }
+            }
+            Kind::Gauge => {
+                match series.unit {
+                    Some(unit) => metrics::describe_gauge!(series.name, unit, series.help),
+                    None => metrics::describe_gauge!(series.name, series.help),
+                }
+                for set in series.zero {
+                    metrics::gauge!(series.name, labels(set)).increment(0.0);
+                }
+            }
+            Kind::Histogram => {
+                match series.unit {
+                    Some(unit) => metrics::describe_histogram!(series.name, unit, series.help),
+                    None => metrics::describe_histogram!(series.name, series.help),
+                }
+                for set in series.zero {
+                    // A registered histogram is rendered with empty buckets until it records.
+                    let _ = metrics::histogram!(series.name, labels(set));
+                }
+            }
+        }
+    }
 }

@@ -44,6 +44,40 @@ async fn scrape(server: &TestServer) -> String {
     reply.text
 }
 
+/// Every series docs/operations.md lists is on the first scrape of a fresh instance, at zero
+/// where nothing moved it yet: an alert on a rising counter must see its first event.
+#[tokio::test]
+async fn the_first_scrape_shows_every_documented_series() {
+    let server = TestServer::start().await;
+    let scraped = scrape(&server).await;
+    let documented =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+            .expect("docs/operations.md");
+    let mut names: Vec<&str> = documented
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), 40, "{names:?}");
+    for name in names {
+        assert!(
+            scraped.contains(&format!("# TYPE {name} ")),
+            "{name} is missing from the first scrape"
+        );
+    }
+    for zero in [
+        "telltale_collector_refusals_total{reason=\"lake_backlog\"} 0",
+        "telltale_rate_limit_refusals_total{limit=\"collector_ip\"} 0",
+        "telltale_lake_upload_errors_total 0",
+        "telltale_vacuumed_files_total{table=\"events\"} 0",
+        "telltale_ready 0",
+    ] {
+        assert!(scraped.contains(zero), "{zero} not in:\n{scraped}");
+    }
+}
+
 #[tokio::test]
 async fn metrics_count_what_the_collector_and_the_api_answered() {
     let server = TestServer::start().await;
