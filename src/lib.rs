@@ -22,10 +22,37 @@ pub mod telemetry;
 
 use clap::Parser;
 
+/// An error as the command line prints it: `error: <message>`, then each cause not already
+/// said. Library errors often put their source's text into their own message as well as
+/// chaining it (`catalog database error: unable to open database file`, then `unable to open
+/// database file` again), and anyhow's default report would repeat every one.
+pub fn error_report(error: &anyhow::Error) -> String {
+    let mut said: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if said.iter().any(|earlier| earlier.contains(text.trim())) {
+            continue;
+        }
+        said.push(text);
+    }
+    let mut report = format!("error: {}", said.first().map_or("", String::as_str));
+    for cause in said.iter().skip(1) {
+        report.push_str(&format!("\n  caused by: {cause}"));
+    }
+    report
+}
+
 /// Runs the command line: parses arguments, sets up logging and dispatches.
 pub fn run() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
-    telemetry::init_logging(cli.log_filter.as_deref(), cli.log_format)?;
+    let progress_bar = matches!(cli.command, cli::Command::Score { .. })
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let default_filter = if progress_bar {
+        telemetry::PROGRESS_LOG_FILTER
+    } else {
+        telemetry::DEFAULT_LOG_FILTER
+    };
+    telemetry::init_logging(cli.log_filter.as_deref(), cli.log_format, default_filter)?;
     // Crash tests stop rewrites at a named point (tests/it/deletion.rs); the libraries read no
     // environment, so the binary passes it on.
     if let Ok(point) = std::env::var("TELLTALE_TEST_REWRITE_PAUSE") {
@@ -62,4 +89,28 @@ pub fn run() -> anyhow::Result<()> {
             } => analysis::vacuum(&cli.storage, retention_secs, json).await,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_report_says_each_cause_once() {
+        let root = std::io::Error::other("(code: 14) unable to open database file");
+        let error = anyhow::Error::new(root)
+            .context("error returned from database: (code: 14) unable to open database file")
+            .context("catalog database error: error returned from database: (code: 14) unable to open database file")
+            .context("opening catalog sqlite:///x.db");
+        assert_eq!(
+            error_report(&error),
+            "error: opening catalog sqlite:///x.db\n  caused by: catalog database error: error returned \
+             from database: (code: 14) unable to open database file"
+        );
+        let plain = anyhow::anyhow!("no active key with prefix tt_0000000000");
+        assert_eq!(
+            error_report(&plain),
+            "error: no active key with prefix tt_0000000000"
+        );
+    }
 }

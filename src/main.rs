@@ -8,6 +8,12 @@
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-fn main() -> anyhow::Result<()> {
-    telltale::run()
+fn main() -> std::process::ExitCode {
+    match telltale::run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{}", telltale::error_report(&error));
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

@@ -18,20 +18,28 @@ use crate::cli::LogFormat;
 /// Delta Lake libraries log every snapshot they build at info.
 pub const DEFAULT_LOG_FILTER: &str = "info,buoyant_kernel=warn,deltalake_core=warn";
 
+/// What `telltale score` logs by default while its progress bar is drawn on a terminal: the bar
+/// says what info lines would (and a line written under a bar breaks it).
+pub const PROGRESS_LOG_FILTER: &str = "warn";
+
 /// Sets up logging to stderr: the filter from the flag (or `LOG_FILTER`), else `RUST_LOG`, else
-/// [`DEFAULT_LOG_FILTER`]. An invalid filter is an error, not a silent fallback.
-pub fn init_logging(flag: Option<&str>, format: LogFormat) -> anyhow::Result<()> {
+/// `default` ([`DEFAULT_LOG_FILTER`] but for a progress bar). An invalid filter is an error,
+/// not a silent fallback.
+pub fn init_logging(flag: Option<&str>, format: LogFormat, default: &str) -> anyhow::Result<()> {
     let (source, filter) = match flag {
         Some(filter) => ("--log-filter", filter.to_owned()),
         None => match std::env::var("RUST_LOG") {
             Ok(filter) if !filter.trim().is_empty() => ("RUST_LOG", filter),
-            _ => ("the default log filter", DEFAULT_LOG_FILTER.to_owned()),
+            _ => ("the default log filter", default.to_owned()),
         },
     };
     let filter =
         EnvFilter::try_new(&filter).with_context(|| format!("invalid {source} {filter:?}"))?;
+    // Colours only for a person at a terminal: a file or a log collector gets plain text.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(terminal)
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Text => builder.try_init(),

@@ -336,6 +336,37 @@ async fn readiness_and_lookups_follow_a_postgresql_restart() {
     }
 }
 
+/// Text logs written to a file (the test reads the server's stderr from a pipe) have no
+/// terminal colours, and a request line says its status and latency once, the latency short.
+#[tokio::test]
+async fn text_logs_off_a_terminal_are_plain_and_say_each_field_once() {
+    let server = TestServer::start().await;
+    let key = server.key().to_owned();
+    server.provision_ok(&key, "text-logs", "Logs").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let logs = server.logs();
+        if let Some(line) = logs.lines().find(|line| line.contains("request answered")) {
+            break line.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no request line: {logs}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        !server.logs().contains('\u{1b}'),
+        "ANSI escapes in a log file"
+    );
+    assert_eq!(line.matches("status=").count(), 1, "{line}");
+    assert_eq!(line.matches("latency_ms=").count(), 1, "{line}");
+    let latency = line
+        .split("latency_ms=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("a latency");
+    let decimals = latency.split('.').nth(1).map_or(0, str::len);
+    assert!(decimals <= 3, "{latency} in {line}");
+}
+
 #[tokio::test]
 async fn logs_are_json_lines_with_one_request_line_and_follow_rust_log() {
     let server = TestServer::start_with(&["--log-format", "json"]).await;
