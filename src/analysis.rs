@@ -278,21 +278,18 @@ pub async fn register_lake_tables(
         None => None,
         Some(text) => Some(match text.trim().parse::<u64>() {
             Ok(version) => {
-                let time = lake
-                    .table(TableKind::Events)
-                    .version_time(version)
-                    .await
-                    .with_context(|| format!("the events table has no version {version}"))?;
+                let events = lake.table(TableKind::Events);
+                let newest = events.refresh().await?;
+                anyhow::ensure!(
+                    version <= newest,
+                    "--as-of {version}: the events table's newest version is {newest}"
+                );
+                let time = events.version_time(version).await.with_context(|| {
+                    format!("the events table's version {version} cannot be read")
+                })?;
                 (Some(version), time)
             }
-            Err(_) => {
-                let time = chrono::DateTime::parse_from_rfc3339(text.trim())
-                    .with_context(|| {
-                        format!("--as-of {text:?} is neither a version number nor an RFC 3339 time")
-                    })?
-                    .with_timezone(&chrono::Utc);
-                (None, time)
-            }
+            Err(_) => (None, as_of_time(text.trim())?),
         }),
     };
     let tables = [
@@ -318,9 +315,58 @@ pub async fn register_lake_tables(
             },
         };
         let paths: Vec<String> = files.into_iter().map(|file| file.path).collect();
+        if at.is_some() {
+            // An earlier snapshot may list files an erasure removed on purpose (or the vacuum,
+            // past the retention): reading it must fail, not answer without their rows.
+            let store = lake.store();
+            for path in &paths {
+                if object_store::ObjectStoreExt::head(
+                    store.as_ref(),
+                    &object_store::path::Path::from(path.as_str()),
+                )
+                .await
+                .is_err()
+                {
+                    anyhow::bail!(
+                        "--as-of {}: the {} table's snapshot then lists {path}, which is gone \
+                         (an erasure removes a deleted session's rows from every file, and the \
+                         vacuum removes replaced files past the lake retention); read a later \
+                         version",
+                        as_of.unwrap_or_default(),
+                        kind.as_str()
+                    );
+                }
+            }
+        }
         query.register(kind.as_str(), schema, &paths)?;
     }
     Ok(())
+}
+
+/// An `--as-of` time: RFC 3339 (`2026-11-25T10:00:00Z`), a time without a zone (UTC,
+/// `2026-11-25 10:00:00` or with a `T`), or a date alone (its first instant, UTC).
+fn as_of_time(text: &str) -> anyhow::Result<chrono::DateTime<chrono::Utc>> {
+    use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
+    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(time.with_timezone(&Utc));
+    }
+    for format in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(time) = NaiveDateTime::parse_from_str(text, format) {
+            return Ok(Utc.from_utc_datetime(&time));
+        }
+    }
+    if let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Ok(Utc.from_utc_datetime(&date.and_time(chrono::NaiveTime::MIN)));
+    }
+    anyhow::bail!(
+        "--as-of {text:?} is neither a version number, a date (2026-11-25) nor a time \
+         (2026-11-25T10:00:00Z; UTC when no zone is given)"
+    )
 }
 
 /// `telltale sql "..."`: read-only SQL over the lake.
@@ -340,7 +386,12 @@ pub async fn sql(
         .with_allow_dml(false)
         .with_allow_statements(false);
     let frame = query.context().sql_with_options(text, options).await?;
-    let batches = frame.collect().await?;
+    let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
+    let mut batches = frame.collect().await?;
+    if batches.is_empty() {
+        // No rows still has columns: the table prints its header, CSV its header line.
+        batches.push(arrow::array::RecordBatch::new_empty(schema));
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match format {

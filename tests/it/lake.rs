@@ -527,11 +527,76 @@ async fn telltale_sql_reads_earlier_snapshots_as_of_a_version_or_a_time() {
     assert_eq!(count(&["--as-of", &between]), first_rows);
     assert_eq!(count(&["--as-of", "0"]), 0, "version 0 is the empty table");
 
-    let refused = server.cli(&["sql", "--as-of", "yesterday", "SELECT 1"]);
-    assert!(!refused.status.success());
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        stderr.contains("neither a version number nor an RFC 3339 time"),
-        "{stderr}"
+    // A date alone is its first instant (UTC); a time without a zone is UTC.
+    assert_eq!(count(&["--as-of", "2000-01-01"]), 0, "before the table");
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert!(count(&["--as-of", &today]) <= all_rows);
+    let naive = chrono::Utc::now().format("%Y-%m-%d %H:%M:%S").to_string();
+    assert!(count(&["--as-of", &naive]) > 0);
+
+    let refused = |args: &[&str], says: &str| {
+        let output = server.cli(args);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("LogSegment"), "kernel jargon: {stderr}");
+    };
+    refused(
+        &["sql", "--as-of", "yesterday", "SELECT 1"],
+        "neither a version number, a date (2026-11-25) nor a time",
+    );
+    refused(
+        &["sql", "--as-of", "100000", "SELECT 1"],
+        "the events table's newest version is",
+    );
+
+    // No rows is still a table with its columns, and a CSV header.
+    let empty = server.cli_ok(&["sql", "SELECT reference FROM scores WHERE false"]);
+    assert!(empty.contains("reference"), "{empty}");
+    let empty = server.cli_ok(&[
+        "sql",
+        "--format",
+        "csv",
+        "SELECT reference, score_band FROM scores WHERE false",
+    ]);
+    assert_eq!(empty.trim(), "reference,score_band");
+    let empty = server.cli_ok(&["sql", "--format", "json", "SELECT 1 AS x WHERE false"]);
+    assert_eq!(empty.trim(), "[]");
+
+    // A version from before an erasure lists files the erasure removed: reading it fails and
+    // says so, rather than answering without the erased session's rows.
+    let before_erasure =
+        server.cli_ok(&["sql", "--format", "csv", "SELECT count(*) AS n FROM events"]);
+    assert!(before_erasure.lines().nth(1).is_some());
+    let log_versions = || {
+        std::fs::read_dir(&log)
+            .expect("the log")
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                entry
+                    .file_name()
+                    .to_str()?
+                    .strip_suffix(".json")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .expect("a commit")
+    };
+    let version = log_versions();
+    let reply =
+        crate::deletion::request_deletion(&server, &key, &survey.survey_id, &first[0]).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let done =
+        crate::deletion::wait_deletion_done(&server, &key, &survey.survey_id, &first[0]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    refused(
+        &[
+            "sql",
+            "--as-of",
+            &version.to_string(),
+            "SELECT count(*) FROM events",
+        ],
+        "which is gone",
     );
 }
