@@ -2,6 +2,8 @@
 //! torn and damaged segments (property tests and time-bounded fuzzing).
 
 use super::*;
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt as _;
 use std::sync::Mutex;
 
 fn append(identifier: &str, body: &str) -> Append {
