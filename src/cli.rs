@@ -70,6 +70,15 @@ impl StorageArgs {
             .clone()
             .unwrap_or_else(|| self.data_dir.join("lake").display().to_string())
     }
+
+    /// An S3 lake's settings: the process's `AWS_*` environment variables (`AWS_ENDPOINT`,
+    /// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`...), as the
+    /// AWS tools read them. The binary reads the environment; the lake crate is handed them.
+    pub fn s3_settings(&self) -> Vec<(String, String)> {
+        std::env::vars()
+            .filter(|(name, _)| name.starts_with("AWS_"))
+            .collect()
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -28,7 +28,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         .await
         .with_context(|| format!("opening catalog {catalog_url}"))?;
 
-    let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES)
+    let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES, &storage.s3_settings())
         .await
         .context("opening the lake")?;
     lake.set_retention(Duration::from_secs(args.lake_retention_secs));
@@ -166,7 +166,7 @@ pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
     let catalog = catalog::open(&catalog_url)
         .await
         .with_context(|| format!("opening catalog {catalog_url}"))?;
-    let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES)
+    let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES, &storage.s3_settings())
         .await
         .context("opening the lake")?;
     let instance = instance_id(storage)?;

@@ -700,7 +700,7 @@ mod tests {
 
     async fn lake() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let lake = Store::open(&dir.path().display().to_string()).expect("lake");
+        let lake = Store::open(&dir.path().display().to_string(), &[]).expect("lake");
         (dir, lake)
     }
 

@@ -44,13 +44,18 @@ pub struct Lake {
 }
 
 impl Lake {
-    /// Opens the lake a URL names (see [`Store::open`]) and its tables, creating what is
-    /// missing. `feature_names` are the `features` table's columns past its keys, in order.
+    /// Opens the lake a URL names (see [`Store::open`], which `s3` sets up for a bucket) and its
+    /// tables, creating what is missing. `feature_names` are the `features` table's columns past
+    /// its keys, in order.
     ///
     /// A lake written before the tables were Delta tables (Parquet folders with no
     /// `_delta_log`) is refused: it needs a fresh start (docs/lake.md).
-    pub async fn open(url: &str, feature_names: &[&str]) -> Result<Lake, LakeError> {
-        let store = Store::open(url)?;
+    pub async fn open(
+        url: &str,
+        feature_names: &[&str],
+        s3: &[(String, String)],
+    ) -> Result<Lake, LakeError> {
+        let store = Store::open(url, s3)?;
         store.refuse_pre_delta_layout().await?;
         let retention_ms = Arc::new(AtomicU64::new(millis(delta::DEFAULT_RETENTION)));
         let (events, features, scores) = tokio::try_join!(

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -46,12 +46,13 @@ pub struct Store {
 
 impl Store {
     /// Opens the lake a URL names. `file:///path` or a plain path is a local folder, created
-    /// when missing. `s3://bucket[/prefix]` is an S3-compatible bucket; endpoint, region and
-    /// credentials come from the usual AWS environment variables (`AWS_ENDPOINT`,
-    /// `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`...).
-    pub fn open(url: &str) -> Result<Store, LakeError> {
+    /// when missing. `s3://bucket[/prefix]` is an S3-compatible bucket, set up by `s3`: pairs
+    /// of object_store's S3 settings by name (`aws_endpoint`, `aws_region`,
+    /// `aws_access_key_id`, `aws_allow_http`...; the binary passes its `AWS_*` environment
+    /// variables, this crate reads no environment). Unknown names are ignored.
+    pub fn open(url: &str, s3: &[(String, String)]) -> Result<Store, LakeError> {
         if let Some(rest) = url.strip_prefix("s3://") {
-            return Store::open_s3(url, rest);
+            return Store::open_s3(url, rest, s3);
         }
         let path = match url.strip_prefix("file://") {
             Some(path) => path,
@@ -72,7 +73,11 @@ impl Store {
         })
     }
 
-    fn open_s3(url: &str, bucket_and_prefix: &str) -> Result<Store, LakeError> {
+    fn open_s3(
+        url: &str,
+        bucket_and_prefix: &str,
+        settings: &[(String, String)],
+    ) -> Result<Store, LakeError> {
         let (bucket, prefix) = bucket_and_prefix
             .split_once('/')
             .unwrap_or((bucket_and_prefix, ""));
@@ -82,8 +87,14 @@ impl Store {
         }
         // Delta commits rely on `PutMode::Create` (`If-None-Match: *`) being honoured, which
         // is object_store's default for S3 and is said here so that it stays so.
+        let mut builder = AmazonS3Builder::new();
+        for (name, value) in settings {
+            if let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
+                builder = builder.with_config(key, value);
+            }
+        }
         let s3: Arc<dyn ObjectStore> = Arc::new(
-            AmazonS3Builder::from_env()
+            builder
                 .with_bucket_name(bucket)
                 .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
                 .build()?,

@@ -514,7 +514,7 @@ mod tests {
             .provision_survey(&org.id, "s", "S")
             .await
             .expect("survey");
-        let lake = Lake::open(&dir.path().join("lake").display().to_string(), &[])
+        let lake = Lake::open(&dir.path().join("lake").display().to_string(), &[], &[])
             .await
             .expect("lake");
         Fixture {
