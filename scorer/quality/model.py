@@ -260,7 +260,12 @@ TELL_TERMS = [
 # the browser would (a feature measured for the harness's bots and never for its converted
 # people would teach the trees "measured means automation"), and none that only says how fast or
 # how much: typing speed, counts and durations are the harness's and the person's, not evidence.
-# Nor the pauses between movements (`pause_log_sd`, `moving_fraction`): a converted recording
+# Nor Fitts's slope in ms per bit: the scorer does not know the targets' sizes (it takes 16 px),
+# so the slope says how big the page's targets were as much as how a hand reached them (a
+# TRAIN-only cross-validation by person without it: humans automation-like 0.7 -> 0.2 %, the
+# remote-desktop people 4.2 -> 1.7 %, pointer families' TPR at 1 % up for five of six; the
+# correlation, scale-free, stays). Nor the pauses between movements (`pause_log_sd`,
+# `moving_fraction`): a converted recording
 # types its answers after its pointer data, a browser session between its clicks, so the typing
 # time would sit inside one's pointer span and not the other's.
 MODALITIES = {
@@ -273,7 +278,6 @@ MODALITIES = {
             ("movement_deviation", 0, None),
             ("movement_efficiency", 0, None),
             ("movement_log_jerk", 0, None),
-            ("fitts_slope_ms", 0, None),
             ("fitts_correlation", 0, None),
             # Only "too short" speaks: DELBOT's presses are circle-drawing drags of seconds.
             ("press_dwell_mean_ms", 1, 60.0),
