@@ -70,13 +70,13 @@ pub struct IngestionResult {
     responses(
         (status = 201, description = "events accepted (durably logged)", body = IngestionResult),
         (status = 202, description = "session deleted; events discarded", body = IngestionResult),
-        (status = 400, description = "malformed body or identifier", body = super::openapi::ErrorBody),
-        (status = 404, description = "unknown tracking key", body = super::openapi::ErrorBody),
-        (status = 408, description = "the body did not arrive within the body timeout", body = super::openapi::ErrorBody),
-        (status = 413, description = "body over 1 MiB or more than 1000 events", body = super::openapi::ErrorBody),
-        (status = 415, description = "unsupported content type", body = super::openapi::ErrorBody),
-        (status = 429, description = "too many requests from this client, for this survey or for this identifier, or too many new sessions for this survey; `Retry-After` says when to retry", body = super::openapi::ErrorBody),
-        (status = 503, description = "collector is catching up, its log cannot be written, or it holds too many request bodies; `Retry-After` says when to retry", body = super::openapi::ErrorBody),
+        (status = 400, description = "malformed body or identifier", body = super::error::ErrorBody),
+        (status = 404, description = "unknown tracking key", body = super::error::ErrorBody),
+        (status = 408, description = "the body did not arrive within the body timeout", body = super::error::ErrorBody),
+        (status = 413, description = "body over 1 MiB or more than 1000 events", body = super::error::ErrorBody),
+        (status = 415, description = "unsupported content type", body = super::error::ErrorBody),
+        (status = 429, description = "too many requests from this client, for this survey or for this identifier, or too many new sessions for this survey; `Retry-After` says when to retry", body = super::error::ErrorBody),
+        (status = 503, description = "collector is catching up, its log cannot be written, or it holds too many request bodies; `Retry-After` says when to retry", body = super::error::ErrorBody),
     )
 )]
 pub async fn collect(

@@ -16,8 +16,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::Authenticated;
+use super::error::ErrorBody;
 use super::integrations::owned_survey;
-use super::openapi::ErrorBody;
 use super::{ApiError, ApiPath, AppState, iso8601};
 
 pub fn routes() -> Router<AppState> {

@@ -2,6 +2,14 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Every error response's body, as the OpenAPI document names it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

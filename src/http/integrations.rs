@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::{Authenticated, KeyContext};
-use super::openapi::ErrorBody;
+use super::error::ErrorBody;
+use super::rules::{MAX_LOOKUP_REFERENCES, external_survey_id_is_valid, survey_name};
 use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
 
 pub fn routes() -> Router<AppState> {
@@ -31,10 +32,6 @@ pub fn routes() -> Router<AppState> {
             post(lookup_sessions),
         )
 }
-
-const MAX_EXTERNAL_SURVEY_ID_CHARS: usize = 200;
-const MAX_SURVEY_NAME_CHARS: usize = 200;
-pub(crate) const MAX_LOOKUP_REFERENCES: usize = 100;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OrganizationView {
@@ -196,9 +193,7 @@ pub async fn provision_survey(
     JsonBytes(body): JsonBytes,
 ) -> Result<Json<ProvisionEnvelope>, ApiError> {
     auth.require(Scope::SurveysWrite)?;
-    let id_chars = external_survey_id.chars().count();
-    if id_chars == 0 || id_chars > MAX_EXTERNAL_SURVEY_ID_CHARS || external_survey_id.contains('\0')
-    {
+    if !external_survey_id_is_valid(&external_survey_id) {
         return Err(ApiError::BadRequest(
             "external survey id must be 1 to 200 characters, none of them NUL".to_owned(),
         ));
@@ -234,15 +229,6 @@ pub async fn provision_survey(
             embed_script_url: format!("{}/embed/v1/telltale.js", state.public_url),
         },
     }))
-}
-
-/// A survey name as stored: trimmed of white space (Unicode's White_Space), 1 to 200
-/// characters, no NUL (PostgreSQL's text cannot hold one). `None` for anything else. (The OpenAPI document spells this rule out as
-/// a pattern: `openapi::NAME_PATTERN`.)
-pub(crate) fn survey_name(name: &str) -> Option<&str> {
-    let name = name.trim();
-    let chars = name.chars().count();
-    ((1..=MAX_SURVEY_NAME_CHARS).contains(&chars) && !name.contains('\0')).then_some(name)
 }
 
 /// Capture statistics and scores of sessions, one row per reference, in input order.

@@ -10,8 +10,13 @@
 //! - `status`: liveness, readiness, status and Prometheus metrics.
 //! - `observe`: the request span, its log line and the request metrics.
 //! - `openapi`: the OpenAPI 3.1 document, generated from the handlers.
+//! - `rules`: the inputs' rules (patterns, bounds, checks) the handlers enforce and the
+//!   document states.
 //! - `auth`: bearer authentication and the per-key rate limit.
-//! - `error`: [`ApiError`], the only way errors leave.
+//! - `error`: [`ApiError`], the only way errors leave, and its body's schema.
+//!
+//! Imports point one way: `openapi` names the handlers it documents; the handlers name
+//! `error`, `rules` and `auth`, never `openapi` (a unit test checks for cycles).
 
 pub mod auth;
 pub mod collector;
@@ -22,6 +27,7 @@ pub mod error;
 pub mod integrations;
 pub mod observe;
 pub mod openapi;
+pub mod rules;
 pub mod scoring;
 pub mod status;
 
@@ -313,4 +319,78 @@ pub fn iso8601(millis: i64) -> String {
         .unwrap_or_default()
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The HTTP layer's modules form no import cycle: each names its siblings through
+    /// `super::<module>`, and following those references never leads back. (`openapi` names
+    /// every handler it documents; the handlers name `error` and `rules`, never `openapi`.)
+    #[test]
+    fn the_http_modules_import_no_cycle() {
+        let sources: &[(&str, &str)] = &[
+            ("auth", include_str!("auth.rs")),
+            ("collector", include_str!("collector.rs")),
+            ("deletions", include_str!("deletions.rs")),
+            ("demo", include_str!("demo.rs")),
+            ("embed", include_str!("embed.rs")),
+            ("error", include_str!("error.rs")),
+            ("integrations", include_str!("integrations.rs")),
+            ("observe", include_str!("observe.rs")),
+            ("openapi", include_str!("openapi.rs")),
+            ("rules", include_str!("rules.rs")),
+            ("scoring", include_str!("scoring.rs")),
+            ("status", include_str!("status.rs")),
+        ];
+        let names: BTreeSet<&str> = sources.iter().map(|(name, _)| *name).collect();
+        let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (module, text) in sources {
+            // Production code only: a module's tests may look anywhere.
+            let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+            for (index, _) in code.match_indices("super::") {
+                let rest = &code[index + "super::".len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if names.contains(name.as_str()) && name != *module {
+                    let target = names.get(name.as_str()).copied().unwrap_or_default();
+                    edges.entry(module).or_default().insert(target);
+                }
+            }
+            // `use super::{a::X, b::Y}`.
+            for (index, _) in code.match_indices("super::{") {
+                let group = &code[index..];
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                for name in &names {
+                    if group.contains(&format!("{name}::")) && name != module {
+                        edges.entry(module).or_default().insert(name);
+                    }
+                }
+            }
+        }
+        fn visit<'a>(
+            node: &'a str,
+            edges: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+            path: &mut Vec<&'a str>,
+        ) {
+            if let Some(start) = path.iter().position(|seen| *seen == node) {
+                panic!("import cycle: {} -> {node}", path[start..].join(" -> "));
+            }
+            path.push(node);
+            for next in edges.get(node).into_iter().flatten() {
+                visit(next, edges, path);
+            }
+            path.pop();
+        }
+        for name in &names {
+            visit(name, &edges, &mut Vec::new());
+        }
+        assert!(
+            edges["openapi"].contains("integrations"),
+            "the check reads the imports: {edges:?}"
+        );
+    }
 }

@@ -6,18 +6,16 @@ use std::sync::LazyLock;
 use axum::Json;
 use axum::Router;
 use axum::routing::get;
-use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
 use super::AppState;
-
-/// Every error response.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: String,
-}
+use super::error::ErrorBody;
+use super::rules::{
+    EXTERNAL_ID_PATTERN, HEX24_PATTERN, IDENTIFIER_PATTERN, MAX_LOOKUP_REFERENCES, NAME_PATTERN,
+    UUID_PATTERN,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -81,28 +79,6 @@ pub fn document() -> Value {
     refine(&mut document);
     document
 }
-
-/// Survey, run and tracking-key ids (`catalog::ids`): 24 hex characters, either case. Patterns
-/// here are left open at the end and bounded by `maxLength` instead: a Python-dialect validator
-/// (the fuzzer's) lets `$` match before a final newline, which the service refuses.
-const HEX24_PATTERN: &str = "^[0-9a-fA-F]{24}";
-/// External references (`ingest::batch::normalize_reference`): a UUID, hyphenated, either case.
-const UUID_PATTERN: &str =
-    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-/// Browser-session identifiers (`ingest::batch::validate_identifier`).
-const IDENTIFIER_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
-/// A survey name: not blank, at most 200 characters once trimmed of white space (Unicode's
-/// \\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000hite_Space, what `str::trim` removes, spelled out so that every regex dialect agrees), and
-/// no NUL character (PostgreSQL's text cannot hold one).
-pub(crate) const NAME_PATTERN: &str = concat!(
-    "^[\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*",
-    "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\u0000]",
-    "(?:[^\\u0000]{0,198}",
-    "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\u0000])?",
-    "[\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*$"
-);
-/// An external survey id: 1 to 200 characters, no NUL.
-const EXTERNAL_ID_PATTERN: &str = "^[^\\u0000]*$";
 
 /// The schema of each path parameter, by name (the same name means the same rule everywhere).
 fn parameter_schema(name: &str) -> Option<Value> {
@@ -233,7 +209,7 @@ fn refine(document: &mut Value) {
     schemas["ProvisionRequest"]["properties"]["name"]["minLength"] = json!(1);
     let references = &mut schemas["LookupRequest"]["properties"]["externalReferences"];
     references["minItems"] = json!(1);
-    references["maxItems"] = json!(super::integrations::MAX_LOOKUP_REFERENCES);
+    references["maxItems"] = json!(MAX_LOOKUP_REFERENCES);
     references["items"] = parameter_schema("reference").unwrap_or_default();
     if let Some(collect) = document
         .pointer_mut("/paths/~1event~1{key}~1{identifier}/post")
@@ -318,58 +294,6 @@ fn provisioning_links() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The document's name pattern and the handler's rule agree, on edge cases and on random
-    /// strings over an alphabet of white space (Unicode's and a look-alike that is not) and
-    /// letters.
-    #[test]
-    fn the_name_pattern_is_the_handlers_rule() {
-        let pattern = regex::Regex::new(NAME_PATTERN).expect("the pattern compiles");
-        let agree = |name: &str| {
-            assert_eq!(
-                pattern.is_match(name),
-                super::super::integrations::survey_name(name).is_some(),
-                "{name:?}"
-            );
-        };
-        for name in [
-            "",
-            " ",
-            "\u{a0}\u{3000}\u{85}",
-            "a",
-            " a ",
-            "a b",
-            "\u{feff}",
-            "\t\nPanel\r\n",
-            "a\u{0}b",
-            "\u{0}",
-            &"x".repeat(200),
-            &"x".repeat(201),
-            &format!("  {}  ", "y".repeat(200)),
-            &format!(" {} ", "y".repeat(201)),
-            &format!("a{}b", " ".repeat(198)),
-            &format!("a{}b", " ".repeat(199)),
-        ] {
-            agree(name);
-        }
-        let alphabet = [
-            ' ', '\t', '\n', '\u{a0}', '\u{2003}', '\u{feff}', '\u{200b}', '\u{0}', 'a', 'é', '漢',
-        ];
-        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
-        for _ in 0..5_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let length = (state % 260) as usize;
-            let name: String = (0..length)
-                .map(|index| {
-                    let mixed = state.rotate_left(index as u32 % 64) ^ index as u64;
-                    alphabet[(mixed % alphabet.len() as u64) as usize]
-                })
-                .collect();
-            agree(&name);
-        }
-    }
 
     /// Every parameter and body rule the handlers enforce is in the served document.
     #[test]

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::Authenticated;
+use super::error::ErrorBody;
 use super::integrations::owned_survey;
-use super::openapi::ErrorBody;
 use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
 
 pub fn routes() -> Router<AppState> {
