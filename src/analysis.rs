@@ -75,9 +75,13 @@ async fn open_storage(storage: &StorageArgs) -> anyhow::Result<(Arc<dyn Catalog>
     let catalog = catalog::open(&url)
         .await
         .with_context(|| format!("opening catalog {url}"))?;
-    let lake = Lake::open(&storage.lake_url(), scorer::Features::NAMES, &storage.s3_settings())
-        .await
-        .context("opening the lake")?;
+    let lake = Lake::open(
+        &storage.lake_url(),
+        scorer::Features::NAMES,
+        &storage.s3_settings(),
+    )
+    .await
+    .context("opening the lake")?;
     Ok((catalog, lake))
 }
 

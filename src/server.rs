@@ -28,9 +28,13 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         .await
         .with_context(|| format!("opening catalog {catalog_url}"))?;
 
-    let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES, &storage.s3_settings())
-        .await
-        .context("opening the lake")?;
+    let lake = lake::Lake::open(
+        &storage.lake_url(),
+        scorer::Features::NAMES,
+        &storage.s3_settings(),
+    )
+    .await
+    .context("opening the lake")?;
     lake.set_retention(Duration::from_secs(args.lake_retention_secs));
     let instance = instance_id(storage)?;
     let mut config = IngestConfig::new(instance.clone(), storage.data_dir.join("wal"));
@@ -166,9 +170,13 @@ pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
     let catalog = catalog::open(&catalog_url)
         .await
         .with_context(|| format!("opening catalog {catalog_url}"))?;
-    let lake = lake::Lake::open(&storage.lake_url(), scorer::Features::NAMES, &storage.s3_settings())
-        .await
-        .context("opening the lake")?;
+    let lake = lake::Lake::open(
+        &storage.lake_url(),
+        scorer::Features::NAMES,
+        &storage.s3_settings(),
+    )
+    .await
+    .context("opening the lake")?;
     let instance = instance_id(storage)?;
     let applied_before = ingest::Ingestor::lake_position(&lake, &instance).await?;
     // Starting replays the log and flushes what the lake lacks; the shutdown flushes the rest.
