@@ -53,11 +53,10 @@ pub fn run() -> anyhow::Result<()> {
         telemetry::DEFAULT_LOG_FILTER
     };
     telemetry::init_logging(cli.log_filter.as_deref(), cli.log_format, default_filter)?;
-    // Crash tests stop rewrites at a named point (tests/it/deletion.rs); the libraries read no
-    // environment, so the binary passes it on.
-    if let Ok(point) = std::env::var("TELLTALE_TEST_REWRITE_PAUSE") {
-        lake::rewrite::pause_rewrites_at(point);
-    }
+    // Crash tests stop rewrites at named fail points (tests/it/deletion.rs), set in `FAILPOINTS`;
+    // only a build with the `failpoints` feature has them.
+    #[cfg(feature = "failpoints")]
+    let _fail_points = fail::FailScenario::setup();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

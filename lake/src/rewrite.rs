@@ -440,23 +440,20 @@ pub fn column_values(bytes: Bytes, column: &str) -> Result<HashSet<String>, Rewr
     Ok(values)
 }
 
-/// The point at which every rewrite of this process pauses, for crash tests.
-static PAUSE_AT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// For crash tests: every rewrite of this process logs that it reached `point` (`"uploaded"`,
-/// `"swapped"`) and waits there for a minute, long enough for the test to kill the process. Set
-/// once, by the binary (from `TELLTALE_TEST_REWRITE_PAUSE`); this crate reads no environment.
-pub fn pause_rewrites_at(point: String) {
-    let _ = PAUSE_AT.set(point);
-}
-
-/// A place where crash tests stop a rewrite (see [`pause_rewrites_at`]); otherwise nothing.
+/// A place where a crash test stops a rewrite: with the `failpoints` feature and the fail point
+/// `telltale-rewrite-<point>` set to `return` (`FAILPOINTS`, read by the binary), the rewrite
+/// logs that it got there and waits a minute, long enough for the test to kill the process.
+/// Without the feature this is nothing, and the binary holds no pause point name.
+#[cfg(feature = "failpoints")]
 async fn crash_point(point: &str) {
-    if PAUSE_AT.get().is_some_and(|wanted| wanted == point) {
+    if fail::eval(&format!("telltale-rewrite-{point}"), |_| ()).is_some() {
         tracing::warn!(point, "rewrite paused for a crash test");
         tokio::time::sleep(std::time::Duration::from_secs(60)).await;
     }
 }
+
+#[cfg(not(feature = "failpoints"))]
+async fn crash_point(_point: &str) {}
 
 /// The owner name of a command-line process (`telltale compact`): `cli-<pid>@<host>`, so that
 /// once the process is gone any process of the same host can tell, and clean up after it.

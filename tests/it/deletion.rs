@@ -658,6 +658,10 @@ pub(crate) async fn prepare_lake(
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the pause points of `--features failpoints`"
+)]
 async fn an_erasure_killed_midway_completes_after_restart() {
     for point in ["uploaded", "swapped"] {
         let mut server = TestServer::start_with(&["--api-rate-per-minute", "100000"]).await;
@@ -669,7 +673,10 @@ async fn an_erasure_killed_midway_completes_after_restart() {
 
         // Restarted with the rewrite set to stop at `point`, then killed there.
         server.terminate_ok().await;
-        server.set_env("TELLTALE_TEST_REWRITE_PAUSE", Some(point));
+        server.set_env(
+            "FAILPOINTS",
+            Some(&format!("telltale-rewrite-{point}=return")),
+        );
         server.restart().await;
         let victim = &sessions[2];
         let reply = request_deletion(&server, &key, &survey.survey_id, victim).await;
@@ -678,7 +685,7 @@ async fn an_erasure_killed_midway_completes_after_restart() {
             .wait_for_log("rewrite paused for a crash test", Duration::from_secs(30))
             .await;
         server.kill_hard();
-        server.set_env("TELLTALE_TEST_REWRITE_PAUSE", None);
+        server.set_env("FAILPOINTS", None);
         server.restart().await;
 
         let done = wait_deletion_done(&server, &key, &survey.survey_id, victim).await;
@@ -696,6 +703,10 @@ async fn an_erasure_killed_midway_completes_after_restart() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the pause points of `--features failpoints`"
+)]
 async fn compaction_merges_small_files_and_survives_a_crash() {
     // Background compaction off: the command line does it.
     let mut server = TestServer::start_with(&[
@@ -737,7 +748,7 @@ async fn compaction_merges_small_files_and_survives_a_crash() {
     for point in ["uploaded", "swapped"] {
         let mut compact = server
             .command(&["compact", "--survey", &survey.survey_id])
-            .env("TELLTALE_TEST_REWRITE_PAUSE", point)
+            .env("FAILPOINTS", format!("telltale-rewrite-{point}=return"))
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn telltale compact");
