@@ -361,6 +361,30 @@ def human_deviations(labels: list[dict], rows: list[dict], features: list[str]) 
     return table
 
 
+FEATURE_KEYS = {"survey_id", "reference", "run_id", "computed_at"}
+HUMAN_RANGE_POINTS = 21  # quantiles at 0, 5, ..., 100 %
+
+
+def human_ranges(labels: list[dict], rows: list[dict]) -> list[dict]:
+    """The model file's `human_ranges`: each feature's quantiles over the TRAIN humans that
+    measured it (at least 20), for the evidence view to place a session's value among them.
+    Aggregates only; scores never read them."""
+    names = [name for name in (rows[0] if rows else {}) if name not in FEATURE_KEYS]
+    table = []
+    for feature in names:
+        values = np.array([row[feature] for label, row in zip(labels, rows)
+                           if label["class"] == "human" and measured(row.get(feature))
+                           and math.isfinite(row[feature])], float)
+        if len(values) < 20:
+            continue
+        quantiles = np.quantile(values, np.linspace(0, 1, HUMAN_RANGE_POINTS))
+        rounded = [float(f"{q:.6g}") for q in quantiles]
+        # Rounding must not make them decrease.
+        table.append({"feature": feature, "sessions": int(len(values)),
+                      "quantiles": [float(q) for q in np.maximum.accumulate(rounded)]})
+    return table
+
+
 def tree_matrix(rows: list[dict], features, deviations=()) -> np.ndarray:
     """The trees' input: NaN for unmeasured values, clipped where the modality says, then the
     deviation of each feature of the `deviations` table."""
@@ -526,6 +550,7 @@ def fit_gbdt(samples: list[tuple[dict, dict]], version: str, rounds: int = GBDT_
     model["terms"] += fit_tells(labels, rows, offset)
     if tune:
         model["bias"] = round(tune_bias(model, labels, rows), 3)
+    model["human_ranges"] = human_ranges(labels, rows)
     humans = sum(label["class"] == "human" for label in labels)
     families = sorted({family_of(label) for label in labels if label["class"] == "bot"})
     trained = "; ".join(f"{m}: {c['human']} human and {c['bot']} bot sessions" for m, c in fitted_on.items())

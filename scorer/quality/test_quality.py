@@ -520,6 +520,25 @@ class GradientBoostingTest(unittest.TestCase):
                          model.log_odds(fitted, {}))
 
 
+    def test_human_ranges_are_quantiles_of_the_measured_humans_only(self):
+        samples = self.samples(n=200)
+        fitted, _ = model.fit_gbdt(samples, version="test", rounds=5, tune=False)
+        ranges = {r["feature"]: r for r in fitted["human_ranges"]}
+        dwell = ranges["press_dwell_mean_ms"]
+        humans = sorted(row["press_dwell_mean_ms"] for label, row in samples if label["class"] == "human")
+        self.assertEqual(dwell["sessions"], len(humans))
+        self.assertEqual(len(dwell["quantiles"]), model.HUMAN_RANGE_POINTS)
+        # Six significant digits.
+        self.assertLess(abs(dwell["quantiles"][0] - humans[0]), 1e-5 * humans[0])
+        self.assertLess(abs(dwell["quantiles"][-1] - humans[-1]), 1e-5 * humans[-1])
+        self.assertEqual(dwell["quantiles"], sorted(dwell["quantiles"]))
+        # Unmeasured values (None) are left out, never counted as zero.
+        deviation = [row["movement_deviation"] for label, row in samples
+                     if label["class"] == "human" and row["movement_deviation"] is not None]
+        self.assertEqual(ranges["movement_deviation"]["sessions"], len(deviation))
+        self.assertNotIn("reference", ranges)
+
+
 class ReportTest(unittest.TestCase):
     def test_auc_counts_ties_as_half(self):
         import numpy as np

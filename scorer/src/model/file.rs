@@ -162,6 +162,57 @@ pub struct Evidence {
     pub sufficient: bool,
 }
 
+/// Where the TRAIN humans' values of one feature lie, for a reviewer to place a session's value
+/// among them: the feature's quantiles at evenly spaced probabilities (the first at 0, the last
+/// at 1) over the TRAIN human sessions that measured it. Aggregates only, no session's values.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HumanRange {
+    pub feature: String,
+    /// TRAIN human sessions the quantiles are taken over.
+    pub sessions: u64,
+    pub quantiles: Vec<f64>,
+}
+
+impl HumanRange {
+    pub(super) fn check(&self) -> Result<(), &'static str> {
+        if self.quantiles.len() < 2 {
+            return Err("fewer than two quantiles");
+        }
+        if self.quantiles.iter().any(|q| !q.is_finite()) {
+            return Err("a quantile is not finite");
+        }
+        if self.quantiles.windows(2).any(|pair| pair[1] < pair[0]) {
+            return Err("quantiles must not decrease");
+        }
+        Ok(())
+    }
+
+    /// The percentile (0-100) of `value` among the TRAIN humans, by linear interpolation between
+    /// the quantiles; a value equal to a run of equal quantiles sits in the run's middle. `None`
+    /// for an unmeasured (NaN) value.
+    pub fn percentile(&self, value: f64) -> Option<f64> {
+        if value.is_nan() {
+            return None;
+        }
+        let q = &self.quantiles;
+        let steps = (q.len() - 1) as f64;
+        let below = q.partition_point(|&x| x < value);
+        let equal = q[below..].partition_point(|&x| x <= value);
+        let position = if equal > 0 {
+            below as f64 + (equal - 1) as f64 / 2.0
+        } else if below == 0 {
+            0.0
+        } else if below == q.len() {
+            steps
+        } else {
+            let (low, high) = (q[below - 1], q[below]);
+            (below - 1) as f64 + (value - low) / (high - low)
+        };
+        Some(position / steps * 100.0)
+    }
+}
+
 /// A tree checks out when every node but the root has exactly one parent whose index is smaller
 /// (so a walk from the root always ends at a leaf) and every child index is in range.
 pub(super) fn check_tree(tree: &Tree) -> Result<(), &'static str> {

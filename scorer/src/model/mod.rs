@@ -30,7 +30,7 @@ use crate::features::Features;
 mod file;
 mod walk;
 
-pub use file::{Bands, Deviation, Evidence, Node, Side, Term, Transform, Tree};
+pub use file::{Bands, Deviation, Evidence, HumanRange, Node, Side, Term, Transform, Tree};
 use walk::{Layout, SplitRead};
 
 /// The model shipped with the binary; `modelVersion` is its `version`.
@@ -58,6 +58,8 @@ pub enum ModelError {
     Tree(usize, String),
     #[error("evidence entry {0:?} is not valid: {1}")]
     Evidence(String, &'static str),
+    #[error("the human range of {0:?} is not valid: {1}")]
+    HumanRange(String, &'static str),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,6 +82,10 @@ pub struct Model {
     /// a session is human-like; none before telltale-v4 (every tree always speaks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<Evidence>,
+    /// Where the TRAIN humans' values of each feature lie (quantiles), for the evidence view;
+    /// none before telltale-v4. Scores never read them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub human_ranges: Vec<HumanRange>,
     /// Feature indexes of terms and evidence, and the trees' layout, resolved when read.
     #[serde(skip)]
     resolved: Lookup,
@@ -182,6 +188,15 @@ impl Model {
         Model::from_json(DEFAULT_MODEL_JSON)
     }
 
+    /// Where `value` of `feature` sits among the TRAIN humans (a percentile, 0-100), when the
+    /// model file carries that feature's range and the value was measured.
+    pub fn human_percentile(&self, feature: &str, value: f64) -> Option<f64> {
+        self.human_ranges
+            .iter()
+            .find(|range| range.feature == feature)
+            .and_then(|range| range.percentile(value))
+    }
+
     /// Parses and checks a model file.
     pub fn from_json(json: &str) -> Result<Model, ModelError> {
         let mut model: Model = serde_json::from_str(json)?;
@@ -226,6 +241,18 @@ impl Model {
                 .map(|name| index(name))
                 .collect::<Result<_, _>>()?;
             model.resolved.evidence.push(features);
+        }
+        for (number, range) in model.human_ranges.iter().enumerate() {
+            index(&range.feature)?;
+            range
+                .check()
+                .map_err(|why| ModelError::HumanRange(range.feature.clone(), why))?;
+            if model.human_ranges[..number]
+                .iter()
+                .any(|other| other.feature == range.feature)
+            {
+                return Err(ModelError::HumanRange(range.feature.clone(), "named twice"));
+            }
         }
         for (number, tree) in model.trees.iter().enumerate() {
             file::check_tree(tree).map_err(|why| ModelError::Tree(number, why.to_owned()))?;

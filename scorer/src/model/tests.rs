@@ -507,3 +507,44 @@ fn bad_evidence_and_modalities_are_refused() {
         Err(ModelError::UnknownFeature(_))
     ));
 }
+
+#[test]
+fn a_value_is_placed_among_the_train_humans_by_its_quantiles() {
+    let range = HumanRange {
+        feature: "key_hold_mean_ms".to_owned(),
+        sessions: 40,
+        quantiles: vec![50.0, 80.0, 80.0, 100.0, 200.0],
+    };
+    assert_eq!(range.check(), Ok(()));
+    assert_eq!(range.percentile(f64::NAN), None);
+    assert_eq!(range.percentile(10.0), Some(0.0));
+    assert_eq!(range.percentile(50.0), Some(0.0));
+    assert_eq!(range.percentile(65.0), Some(12.5));
+    // A value on a run of equal quantiles sits in the run's middle.
+    assert_eq!(range.percentile(80.0), Some(37.5));
+    assert_eq!(range.percentile(150.0), Some(87.5));
+    assert_eq!(range.percentile(1e9), Some(100.0));
+}
+
+#[test]
+fn bad_human_ranges_are_refused() {
+    let with_range = |range: &str| {
+        format!(
+            r#"{{"version":"t","description":"","bias":0,"bands":{{"review_from":30,"human_from":70}},
+            "terms":[],"human_ranges":[{range}]}}"#
+        )
+    };
+    let good = r#"{"feature":"key_hold_mean_ms","sessions":3,"quantiles":[1,2,3]}"#;
+    let model = Model::from_json(&with_range(good)).expect("a good range");
+    assert_eq!(model.human_percentile("key_hold_mean_ms", 2.5), Some(75.0));
+    assert_eq!(model.human_percentile("key_flight_mean_ms", 2.5), None);
+    for (range, why) in [
+        (r#"{"feature":"nope","sessions":3,"quantiles":[1,2]}"#, "unknown feature"),
+        (r#"{"feature":"key_hold_mean_ms","sessions":3,"quantiles":[1]}"#, "fewer than two"),
+        (r#"{"feature":"key_hold_mean_ms","sessions":3,"quantiles":[2,1]}"#, "must not decrease"),
+        (&format!("{good},{good}"), "named twice"),
+    ] {
+        let error = Model::from_json(&with_range(range)).expect_err(why).to_string();
+        assert!(error.contains(why) || why == "unknown feature", "{why}: {error}");
+    }
+}
