@@ -1,0 +1,169 @@
+//! Executing scoring runs: claim, make events visible, plan, scan, score, publish, report.
+//!
+//! A worker (a server instance or `telltale score`) owns a run through a lease in the catalog
+//! and renews it while it works; every write it makes is fenced by that ownership, so two
+//! workers never both publish for one run. A run whose worker died is claimed again (by the
+//! same instance on restart at once, by any other once the lease expires) and resumed:
+//! sessions the run already scored count as scored and are not scored again.
+//!
+//! - `lease`: renewing the claim, and what a renewal tells the worker.
+//! - `plan`: which sessions a run scores, in passes that bound a scan's memory.
+//! - `pipeline`: the run's work, each step's publishing overlapping the next step's compute.
+//! - `publish`: results into the lake, then the fenced record; and an attempt's leftovers.
+//! - `service`: the background service a server runs ([`ScoringService`]).
+
+mod lease;
+mod pipeline;
+mod plan;
+mod publish;
+mod service;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use catalog::{Catalog, RunId, RunOutcome, RunProgress};
+use lake::Lake;
+use parking_lot::Mutex;
+use query::LakeQuery;
+
+use crate::model::Model;
+
+pub use service::ScoringService;
+
+/// Tuning of the scoring worker.
+#[derive(Debug, Clone)]
+pub struct ScoringSettings {
+    /// Sessions scored and published per step; counters move after each step. A step costs a
+    /// Delta commit to each results table and a catalog transaction besides its sessions'
+    /// work, so steps are large: at 5,000 small sessions the commits took longer than the
+    /// scoring (benches/README.md, scoring_run).
+    pub chunk_sessions: usize,
+    /// Most events held in memory at once: a larger survey is scanned in several passes over
+    /// ranges of its sessions.
+    pub max_events_per_pass: u64,
+    /// Pause between steps, so a run can be throttled (and observed mid-way in tests).
+    pub pause_between_chunks: Duration,
+    /// How long a worker's claim on a run lasts without renewal.
+    pub lease: Duration,
+}
+
+impl Default for ScoringSettings {
+    fn default() -> Self {
+        ScoringSettings {
+            chunk_sessions: 50_000,
+            max_events_per_pass: 12_000_000,
+            pause_between_chunks: Duration::ZERO,
+            lease: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What holds acknowledged events that may not be in the lake yet (a server's collection
+/// pipeline): a run asks it to commit them before it plans. The scorer knows nothing else of
+/// collection.
+#[async_trait::async_trait]
+pub trait Flusher: Send + Sync {
+    /// Returns once every event acknowledged before the call is in a committed lake file.
+    async fn make_visible(&self) -> Result<(), String>;
+}
+
+/// Everything a run needs.
+#[derive(Clone)]
+pub struct Scorer {
+    pub catalog: Arc<dyn Catalog>,
+    pub lake: Lake,
+    pub query: LakeQuery,
+    pub model: Arc<Model>,
+    /// The instance's collection pipeline, flushed before a run so it scores everything
+    /// acknowledged before it started. `None` for `telltale score` (see its help).
+    pub flusher: Option<Arc<dyn Flusher>>,
+    pub settings: ScoringSettings,
+    /// This worker's name in run leases.
+    pub owner: String,
+}
+
+impl std::fmt::Debug for Scorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scorer")
+            .field("owner", &self.owner)
+            .field("model", &self.model.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a run stopped before completing.
+#[derive(Debug)]
+enum Stop {
+    Canceled,
+    LeaseLost,
+    Failed(String),
+}
+
+impl<E: std::fmt::Display> From<E> for Stop {
+    fn from(error: E) -> Self {
+        Stop::Failed(error.to_string())
+    }
+}
+
+/// How a claimed run ended for this worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    Finished,
+    /// Another worker holds the run now; it carries on there.
+    Abandoned,
+}
+
+impl Scorer {
+    /// Claims `run` and works it to its end. `on_progress` sees every counter update.
+    pub async fn execute(
+        &self,
+        run: &RunId,
+        on_progress: &(dyn Fn(&RunProgress) + Send + Sync),
+    ) -> Result<RunEnd, catalog::Error> {
+        let Some(claimed) = self
+            .catalog
+            .claim_scoring_run(run, &self.owner, self.lease_ms())
+            .await?
+        else {
+            return Ok(RunEnd::Abandoned);
+        };
+        let started = std::time::Instant::now();
+        let progress = Arc::new(Mutex::new(RunProgress::default()));
+        let heartbeat = self.spawn_heartbeat(claimed.id.clone(), progress.clone());
+        let outcome = self.work(&claimed, &progress, on_progress).await;
+        heartbeat.abort();
+        let final_progress = progress.lock().clone();
+        let outcome = match outcome {
+            Ok(()) => RunOutcome::Completed,
+            Err(Stop::Canceled) => RunOutcome::Canceled,
+            Err(Stop::Failed(error)) => {
+                tracing::warn!(run = %claimed.id, %error, "scoring run failed");
+                RunOutcome::Failed { error }
+            }
+            Err(Stop::LeaseLost) => return Ok(RunEnd::Abandoned),
+        };
+        let finished = self
+            .catalog
+            .finish_scoring_run(&claimed.id, &self.owner, &final_progress, &outcome)
+            .await?;
+        if finished {
+            let status = match outcome {
+                RunOutcome::Completed => "completed",
+                RunOutcome::Canceled => "canceled",
+                RunOutcome::Failed { .. } => "failed",
+            };
+            metrics::counter!("telltale_scoring_runs_total", "status" => status).increment(1);
+            metrics::histogram!("telltale_scoring_run_seconds", "status" => status)
+                .record(started.elapsed());
+            metrics::counter!("telltale_scoring_sessions_total", "outcome" => "scored")
+                .increment(final_progress.scored);
+            metrics::counter!("telltale_scoring_sessions_total", "outcome" => "failed")
+                .increment(final_progress.failed);
+        }
+        Ok(if finished {
+            RunEnd::Finished
+        } else {
+            RunEnd::Abandoned
+        })
+    }
+}
