@@ -1,0 +1,228 @@
+//! The shared methods of scoring runs: starting, claiming, renewing and finishing them, and
+//! what a run reads to plan (a survey's sessions, the references already scored).
+
+/// Appends the shared methods of scoring runs to `$methods` and hands them on to `$next`,
+/// with the rest of the chain `impl_catalog!` started.
+macro_rules! run_methods {
+    ($backend:ty, { $($methods:tt)* }, $next:ident $(, $rest:ident)*) => {
+        $crate::shared::$next!($backend, {
+            $($methods)*
+
+            async fn start_scoring_run(
+                &self,
+                survey: &SurveyId,
+                force: bool,
+            ) -> Result<(ScoringRun, bool)> {
+                // The partial unique index admits one `running` row per survey; a concurrent insert
+                // waits for the first to commit and then inserts nothing. The loser returns the
+                // winner; if that run ended in between, it tries again.
+                for _ in 0..10 {
+                    let id = RunId::generate();
+                    let now = now_millis();
+                    let inserted = sqlx::query(&format!(
+                        "INSERT INTO scoring_runs
+                             (id, survey_id, force, status, created_at, started_at, updated_at)
+                         VALUES ($1, $2, $3, 'running', $4, $4, $4)
+                         ON CONFLICT DO NOTHING
+                         RETURNING {RUN_COLUMNS}"
+                    ))
+                    .bind(id.as_str())
+                    .bind(survey.as_str())
+                    .bind(force)
+                    .bind(now)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    if let Some(row) = inserted {
+                        return Ok((rows::scoring_run(&row)?, true));
+                    }
+                    let active = sqlx::query(&format!(
+                        "SELECT {RUN_COLUMNS} FROM scoring_runs
+                         WHERE survey_id = $1 AND status = 'running'"
+                    ))
+                    .bind(survey.as_str())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    if let Some(row) = active {
+                        return Ok((rows::scoring_run(&row)?, false));
+                    }
+                }
+                Err(Error::Corrupt(
+                    "could not start a run: the active run kept changing".to_owned(),
+                ))
+            }
+
+            async fn scoring_run(&self, survey: &SurveyId, id: &RunId) -> Result<Option<ScoringRun>> {
+                Ok(self
+                    .run_by_id(id)
+                    .await?
+                    .filter(|run| &run.survey_id == survey))
+            }
+
+            async fn request_run_cancel(
+                &self,
+                survey: &SurveyId,
+                id: &RunId,
+                requested_by: &str,
+            ) -> Result<Option<ScoringRun>> {
+                sqlx::query(
+                    "UPDATE scoring_runs SET cancel_requested_at = $1, cancel_requested_by = $2,
+                                             updated_at = $1
+                     WHERE id = $3 AND survey_id = $4 AND status = 'running'
+                       AND cancel_requested_at IS NULL",
+                )
+                .bind(now_millis())
+                .bind(requested_by)
+                .bind(id.as_str())
+                .bind(survey.as_str())
+                .execute(&self.pool)
+                .await?;
+                self.scoring_run(survey, id).await
+            }
+
+            async fn claimable_scoring_runs(&self, owner: &str) -> Result<Vec<ScoringRun>> {
+                let rows = sqlx::query(&format!(
+                    "SELECT {RUN_COLUMNS} FROM scoring_runs
+                     WHERE status = 'running'
+                       AND (owner IS NULL OR owner = $1 OR lease_until IS NULL OR lease_until < $2)
+                     ORDER BY created_at"
+                ))
+                .bind(owner)
+                .bind(now_millis())
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::scoring_run).collect()
+            }
+
+            async fn claim_scoring_run(
+                &self,
+                id: &RunId,
+                owner: &str,
+                lease_ms: i64,
+            ) -> Result<Option<ScoringRun>> {
+                let now = now_millis();
+                // SKIP LOCKED (PostgreSQL): when another instance is claiming (or fencing on) the run right now,
+                // this one moves on instead of waiting to find it taken.
+                let row = sqlx::query(&format!(
+                    "UPDATE scoring_runs SET owner = $1, lease_until = $2
+                     WHERE id = (SELECT id FROM scoring_runs
+                                 WHERE id = $3 AND status = 'running'
+                                   AND (owner IS NULL OR owner = $1 OR lease_until IS NULL
+                                        OR lease_until < $4)
+                                 {SKIP_LOCKED})
+                     RETURNING {RUN_COLUMNS}"
+                ))
+                .bind(owner)
+                .bind(now.saturating_add(lease_ms))
+                .bind(id.as_str())
+                .bind(now)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(rows::scoring_run).transpose()
+            }
+
+            async fn report_run_progress(
+                &self,
+                id: &RunId,
+                owner: &str,
+                lease_ms: i64,
+                progress: &RunProgress,
+            ) -> Result<RunControl> {
+                let now = now_millis();
+                let cancel_requested: Option<Option<i64>> = sqlx::query_scalar(
+                    "UPDATE scoring_runs SET total = $1, scored = $2, skipped = $3, failed = $4,
+                                             failures = $5, updated_at = $6, lease_until = $7
+                     WHERE id = $8 AND owner = $9 AND status = 'running'
+                     RETURNING cancel_requested_at",
+                )
+                .bind(to_i64(progress.total))
+                .bind(to_i64(progress.scored))
+                .bind(to_i64(progress.skipped))
+                .bind(to_i64(progress.failed))
+                .bind(rows::failures_json(&progress.failures)?)
+                .bind(now)
+                .bind(now.saturating_add(lease_ms))
+                .bind(id.as_str())
+                .bind(owner)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(match cancel_requested {
+                    None => RunControl::LeaseLost,
+                    Some(Some(_)) => RunControl::CancelRequested,
+                    Some(None) => RunControl::Continue,
+                })
+            }
+
+            async fn finish_scoring_run(
+                &self,
+                id: &RunId,
+                owner: &str,
+                progress: &RunProgress,
+                outcome: &RunOutcome,
+            ) -> Result<bool> {
+                let (status, error) = match outcome {
+                    RunOutcome::Completed => (RunStatus::Completed, None),
+                    RunOutcome::Failed { error } => (RunStatus::Failed, Some(error.as_str())),
+                    RunOutcome::Canceled => (RunStatus::Canceled, None),
+                };
+                let finished = sqlx::query(
+                    "UPDATE scoring_runs SET status = $1, total = $2, scored = $3, skipped = $4,
+                                             failed = $5, failures = $6, error = $7, updated_at = $8,
+                                             completed_at = CASE WHEN $9 THEN NULL ELSE $8 END,
+                                             canceled_at = CASE WHEN $9 THEN $8 ELSE NULL END,
+                                             canceled_by = CASE WHEN $9 THEN cancel_requested_by
+                                                                ELSE NULL END,
+                                             owner = NULL, lease_until = NULL
+                     WHERE id = $10 AND owner = $11 AND status = 'running'",
+                )
+                .bind(status.as_str())
+                .bind(to_i64(progress.total))
+                .bind(to_i64(progress.scored))
+                .bind(to_i64(progress.skipped))
+                .bind(to_i64(progress.failed))
+                .bind(rows::failures_json(&progress.failures)?)
+                .bind(error)
+                .bind(now_millis())
+                .bind(matches!(outcome, RunOutcome::Canceled))
+                .bind(id.as_str())
+                .bind(owner)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(finished == 1)
+            }
+
+            async fn survey_sessions(&self, survey: &SurveyId) -> Result<Vec<SessionIdentity>> {
+                let rows = sqlx::query(
+                    "SELECT identifier, reference, event_count FROM sessions s
+                     WHERE survey_id = $1
+                       AND NOT EXISTS (SELECT 1 FROM tombstones t
+                                       WHERE t.survey_id = s.survey_id AND t.reference = s.reference)",
+                )
+                .bind(survey.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::session_identity).collect()
+            }
+
+            async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>> {
+                let rows = sqlx::query("SELECT reference, run_id FROM session_scores WHERE survey_id = $1")
+                    .bind(survey.as_str())
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(rows::scored_reference).collect()
+            }
+
+            async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool> {
+                let active: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM scoring_runs WHERE survey_id = $1 AND status = 'running')",
+                )
+                .bind(survey.as_str())
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(active)
+            }
+        } $(, $rest)*);
+    };
+}
+
+pub(crate) use run_methods;
