@@ -189,6 +189,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TELLTALE_PUBLIC_URL")]
     pub public_url: Option<String>,
 
+    /// Secret that signs review links (at least 32 characters). Default: one made at first
+    /// start and kept in the data dir (`review-secret`); instances of a fleet need the same one.
+    #[arg(long, env = "TELLTALE_REVIEW_SECRET", hide_env_values = true)]
+    pub review_secret: Option<String>,
+
     /// Milliseconds between flushes of buffered events to the lake.
     #[arg(long, env = "TELLTALE_FLUSH_INTERVAL_MS", default_value_t = 10_000)]
     pub flush_interval_ms: u64,

@@ -102,12 +102,18 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         body_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
         trust_forwarded_for: args.trust_forwarded_for,
     };
+    let review_secret =
+        http::review::ReviewSecret::load(args.review_secret.as_deref(), &storage.data_dir)
+            .context("loading the review link secret")?;
     let state = AppState::new(
         http::Stores { catalog, lake },
         ingestor.clone(),
         scoring,
         deletions,
-        &public_url,
+        http::Site {
+            public_url: public_url.clone(),
+            review_secret,
+        },
         &limits,
         metrics,
     );

@@ -4,6 +4,7 @@
 //! - [`trace`]: a session's events in compact form, and the browser environment it reported.
 //! - [`features`]: pointer kinematics, key timing, text input, scrolling, focus and
 //!   environment tells, computed per session.
+//! - [`evidence`]: one session's timeline and features as a reviewer sees them.
 //! - [`kinematics`]: movement-level pointer features that hold across sampling rates, event
 //!   coalescing and screen scales (resampled velocity profiles, Fitts's law, pauses).
 //! - [`model`]: the versioned, explainable model file and the bands.
@@ -16,6 +17,7 @@
 //! writes the lake through the `lake` and `query` crates and knows nothing of collection: a
 //! server hands it a [`run::Flusher`] to commit what its log holds before a run plans.
 
+pub mod evidence;
 pub mod features;
 pub mod kinematics;
 pub mod model;

@@ -102,6 +102,45 @@ pub async fn scan_traces(
     Ok(merged.unwrap_or_else(|| vec![SessionTrace::default(); target.sessions]))
 }
 
+/// Scans one session's rows (those whose `session_id` is one of `identifiers`) out of `files`:
+/// its trace, in time order, as the features read it, and the rows themselves with every
+/// column, for the evidence view. The files are sorted by session, so the filter skips the
+/// row groups and pages whose statistics rule the identifiers out.
+pub async fn scan_session(
+    query: &LakeQuery,
+    files: &[String],
+    identifiers: &[String],
+) -> Result<(SessionTrace, Vec<RecordBatch>), ScanError> {
+    use datafusion::prelude::{col, lit};
+
+    let mut trace = SessionTrace::default();
+    if identifiers.is_empty() || files.is_empty() {
+        return Ok((trace, Vec::new()));
+    }
+    let table = query.table(lake::tables::EVENTS_SCHEMA.clone(), files)?;
+    let wanted = identifiers.iter().map(|id| lit(id.as_str())).collect();
+    let batches = query
+        .context()
+        .read_table(table)?
+        .filter(col("session_id").in_list(wanted, false))?
+        .collect()
+        .await?;
+    let target = ScanTarget {
+        session_of_identifier: Arc::new(identifiers.iter().map(|id| (id.clone(), 0)).collect()),
+        sessions: 1,
+    };
+    let mut traces = vec![SessionTrace::default()];
+    let mut router = Router::default();
+    for batch in &batches {
+        router.route(batch, &target, &mut traces)?;
+    }
+    if let Some(found) = traces.pop() {
+        trace = found;
+    }
+    trace.finish();
+    Ok((trace, batches))
+}
+
 /// Per-dictionary lookups kept across batches: a Parquet row group's batches share one
 /// dictionary, which is then mapped once rather than once per batch.
 #[derive(Default)]

@@ -24,9 +24,11 @@ pub mod deletions;
 pub mod demo;
 pub mod embed;
 pub mod error;
+pub mod evidence;
 pub mod integrations;
 pub mod observe;
 pub mod openapi;
+pub mod review;
 pub mod rules;
 pub mod scoring;
 pub mod status;
@@ -111,6 +113,8 @@ pub struct StateInner {
     pub survey_owners: parking_lot::RwLock<HashMap<SurveyId, OrganizationId>>,
     /// The process's Prometheus recorder, rendered by `GET /metrics`.
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// Signs and checks review links (`review`).
+    pub review_secret: review::ReviewSecret,
 }
 
 /// Bound on [`StateInner::survey_owners`]; the cache starts over when it is reached.
@@ -123,16 +127,28 @@ impl std::ops::Deref for AppState {
     }
 }
 
+/// Where the service is reached, and what signs the links it hands out.
+#[derive(Debug)]
+pub struct Site {
+    /// Base URL, for addresses handed to integrators.
+    pub public_url: String,
+    pub review_secret: review::ReviewSecret,
+}
+
 impl AppState {
     pub fn new(
         stores: Stores,
         ingestor: Ingestor,
         scoring: scorer::ScoringService,
         deletions: crate::erasure::DeletionService,
-        public_url: &str,
+        site: Site,
         limits: &Limits,
         metrics: metrics_exporter_prometheus::PrometheusHandle,
     ) -> Self {
+        let Site {
+            public_url,
+            review_secret,
+        } = site;
         let Stores { catalog, lake } = stores;
         let rate = |per_second: u32| (per_second > 0).then_some(per_second);
         // At least one largest body, and within what a semaphore counts in one acquire.
@@ -164,6 +180,7 @@ impl AppState {
             trust_forwarded_for: limits.trust_forwarded_for,
             survey_owners: parking_lot::RwLock::new(HashMap::new()),
             metrics,
+            review_secret,
         }))
     }
 }
@@ -184,6 +201,8 @@ pub fn app(state: AppState) -> Router {
                 .merge(integrations::routes())
                 .merge(scoring::routes())
                 .merge(deletions::routes())
+                .merge(evidence::routes())
+                .merge(review::routes())
                 .layer(axum::extract::DefaultBodyLimit::max(MAX_JSON_BODY_BYTES)),
         )
         .merge(status::routes())

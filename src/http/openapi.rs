@@ -34,6 +34,8 @@ use super::rules::{
         super::scoring::cancel_run,
         super::deletions::request_deletion,
         super::deletions::get_deletion,
+        super::evidence::get_evidence,
+        super::review::create_link,
         super::status::health,
         super::status::live,
         super::status::ready,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::harness::{TestServer, duckdb_query, new_uuid};
 
 /// Runs one browser session; returns what the script reports.
-fn browser_session(
+pub(crate) fn browser_session(
     server: &TestServer,
     tracking_key: &str,
     reference: &str,

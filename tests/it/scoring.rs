@@ -20,6 +20,17 @@ pub(crate) async fn post_session(
     behaviour: Behaviour,
     seed: u64,
 ) -> (String, usize) {
+    let (reference, count, _) = post_session_events(server, survey, behaviour, seed).await;
+    (reference, count)
+}
+
+/// [`post_session`], also returning the events as sent.
+pub(crate) async fn post_session_events(
+    server: &TestServer,
+    survey: &Survey,
+    behaviour: Behaviour,
+    seed: u64,
+) -> (String, usize, Vec<String>) {
     let reference = new_uuid();
     let identifier = format!("browser-{seed}-{}", &reference[..8]);
     let events = session(
@@ -36,7 +47,7 @@ pub(crate) async fn post_session(
             .collect_ok(&survey.tracking_key, &identifier, &body, chunk.len())
             .await;
     }
-    (reference, events.len())
+    (reference, events.len(), events)
 }
 
 /// The hand-set model file. Tests that assert the bands of the suite's synthetic sessions

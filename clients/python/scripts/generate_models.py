@@ -137,10 +137,19 @@ class Field:
         self.name = snake(prop)
         self.required = required
         self.where = f"{schema}.{prop}"
+        # utoipa writes an optional object as `oneOf: [null, $ref]`: a nullable `$ref`.
+        options = spec.get("oneOf")
+        forced_null = False
+        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            other = next(option for option in options if option != {"type": "null"})
+            if "$ref" in other:
+                spec = {"$ref": other["$ref"], "description": other.get("description", spec.get("description"))}
+                forced_null = True
         for unknown in ("oneOf", "anyOf", "allOf", "not"):
             if unknown in spec:
                 raise Unsupported(f"{self.where}: {unknown}")
         nullable, kind = self._kind(spec, self.where)
+        nullable = nullable or forced_null
         self.enum = [v for v in spec.get("enum", []) if v is not None]
         self.description = spec.get("description")
         # Only a required, non-null property is read strictly (`data[...]`, no None).
@@ -208,6 +217,14 @@ class Field:
             return cls, f"{cls}.from_json(item)"
         if kind == "any":
             return "Any", "item"
+        if kind == "array" and not nullable:
+            # An array of arrays of scalars (a path's `[t, x, y]` points): tuples of tuples.
+            inner_nullable, inner = self._kind(items.get("items", {}), self.where + "[][]")
+            if inner_nullable or inner not in self.SCALARS:
+                raise Unsupported(f"{self.where}: array of {items}")
+            python = self.SCALARS[inner]
+            convert = "value" if inner == "string" else f"{python}(value)"
+            return f"Tuple[{python}, ...]", f"tuple({convert} for value in item)"
         if nullable or kind not in self.SCALARS or items.get("format") == "date-time":
             raise Unsupported(f"{self.where}: array of {items}")
         python = self.SCALARS[kind]

@@ -167,6 +167,12 @@ class AgainstTheService(unittest.TestCase):
                 self.assertTrue(0 <= row.human_score_percent <= 100)
                 self.assertIn(row.score_band, ("automation-like", "review", "human-like"))
                 self.assertIsNotNone(row.model_version)
+            row = client.lookup(survey.survey_id, references[:1])[0]
+            evidence = client.evidence(survey.survey_id, references[0])
+            self.assertEqual(evidence.score.score_band, row.score_band)
+            self.assertEqual(evidence.score.human_score_percent, row.human_score_percent)
+            self.assertEqual(evidence.timeline.event_count, 60)
+            self.assertGreater(len(evidence.features), 50)
             again = client.score_and_wait(survey.survey_id, poll_interval=0.2, timeout=120)
             self.assertEqual((again.scored, again.skipped), (0, 3))
 

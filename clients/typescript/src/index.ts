@@ -16,6 +16,7 @@ export type SessionRow = Schemas["LookupRow"];
 export type ScoringRun = Schemas["ScoringRunView"];
 export type ScoringFailure = Schemas["ScoringFailureView"];
 export type SessionDeletion = Schemas["SessionDeletionView"];
+export type SessionEvidence = Schemas["SessionEvidence"];
 
 /** References per lookup request (the API's limit). */
 export const LOOKUP_CHUNK = 100;
@@ -230,6 +231,15 @@ export class TelltaleClient {
       run = await this.scoringRun(surveyId, run.id);
     }
     return run;
+  }
+
+  /**
+   * A session's behaviour and the evidence behind its score: its timeline (pointer paths, key
+   * rhythm by key class, scrolls, focus, pasted text lengths), environment, latest score with its
+   * reasons, and every feature with its contribution and place among the model's TRAIN humans.
+   */
+  evidence(surveyId: string, reference: string): Promise<SessionEvidence> {
+    return this.call("GET", `${surveyPath(surveyId)}/sessions/by-reference/${checkReference(reference)}/evidence`);
   }
 
   /** Asks for a session's erasure (idempotent); it is `pending` until done. */

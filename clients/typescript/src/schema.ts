@@ -147,6 +147,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/integrations/v1/surveys/{surveyId}/sessions/by-reference/{reference}/evidence": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A session's behaviour and the evidence behind its score: its timeline (pointer paths,
+         *     presses, key rhythm by key class, scrolls, focus and visibility, pasted and inserted text
+         *     lengths), the environment the embed reported, its latest score with its reasons, and every
+         *     feature with its value, its contribution under the server's model and its percentile among
+         *     the model's TRAIN humans.
+         */
+        get: operations["getSessionEvidence"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/v1/surveys/{surveyId}/sessions/by-reference/{reference}/evidence-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A short-lived signed link to the session's review page, for a person to open in a browser. */
+        post: operations["createEvidenceLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/integrations/v1/surveys/{surveyId}/sessions/lookup": {
         parameters: {
             query?: never;
@@ -276,9 +316,66 @@ export interface components {
         ContextEnvelope: {
             data: components["schemas"]["IntegrationContext"];
         };
-        /** @description Every error response. */
+        /** @description The environment the embed reported, and the tells the model reads from it. */
+        EnvironmentTells: {
+            automationGlobals?: boolean | null;
+            automationStack?: boolean | null;
+            /** Format: double */
+            devicePixelRatio?: number | null;
+            embedVersion?: string | null;
+            headlessUserAgent: boolean;
+            /** Format: double */
+            maxTouchPoints?: number | null;
+            softwareRenderer?: boolean | null;
+            webdriver?: boolean | null;
+            webdriverPatched?: boolean | null;
+        };
+        /** @description Every error response's body, as the OpenAPI document names it. */
         ErrorBody: {
             error: string;
+        };
+        EvidenceEnvelope: {
+            data: components["schemas"]["SessionEvidence"];
+        };
+        EvidenceLink: {
+            /** Format: date-time */
+            expiresAt: string;
+            /** @description The review page of the session: open it in a browser; it needs no key. */
+            url: string;
+        };
+        EvidenceLinkEnvelope: {
+            data: components["schemas"]["EvidenceLink"];
+        };
+        /** @description One feature of the session as the current model sees it. */
+        FeatureEvidence: {
+            /**
+             * Format: double
+             * @description Its part in the score's log-odds (positive towards human-like); 0 when the model does
+             *     not read it or it did not count.
+             */
+            contribution: number;
+            /**
+             * Format: double
+             * @description Where the value sits among the TRAIN humans (0-100), from the model file's quantiles.
+             */
+            humanPercentile?: number | null;
+            name: string;
+            /**
+             * Format: double
+             * @description `None`: the session gave no evidence for it (unmeasured).
+             */
+            value?: number | null;
+        };
+        FocusChange: {
+            /** Format: int32 */
+            field?: number | null;
+            /**
+             * @description `focus`, `blur` (the window), `field` (a form field, by its index on the page),
+             *     `hidden`, `visible`, `submit`, `pagehide`.
+             */
+            kind: string;
+            /** Format: int64 */
+            t: number;
         };
         Health: {
             /** @description `ok` when healthy. */
@@ -298,10 +395,50 @@ export interface components {
             key: components["schemas"]["KeyView"];
             organization: components["schemas"]["OrganizationView"];
         };
+        Key: {
+            /** @description The key's class (`char`, `digit`, `space`, `backspace`, ...), never the key. */
+            class: string;
+            /**
+             * Format: int64
+             * @description Until the matching key-up of the same class, when there was one.
+             */
+            holdMs?: number | null;
+            repeat: boolean;
+            /** Format: int64 */
+            t: number;
+            trusted?: boolean | null;
+        };
         KeyView: {
             label: string;
             prefix: string;
             scopes: string[];
+        };
+        /** @description A session's latest row of the `scores` table. */
+        LatestScore: {
+            /**
+             * Format: int64
+             * @description Events the score was computed from (more arrived since when the timeline has more).
+             */
+            eventCount: number;
+            /** Format: double */
+            humanScorePercent: number;
+            modelVersion: string;
+            reasons: string[];
+            runId: string;
+            scoreBand: string;
+            /**
+             * Format: int64
+             * @description Unix milliseconds.
+             */
+            scoredAt: number;
+        };
+        /** @description Body of `POST .../evidence-links` (optional). */
+        LinkRequest: {
+            /**
+             * Format: int64
+             * @description How long the link works: 1 to 3600 seconds; 900 when absent.
+             */
+            expiresInSeconds?: number | null;
         };
         LookupEnvelope: {
             data: components["schemas"]["LookupRow"][];
@@ -342,6 +479,19 @@ export interface components {
         OrganizationView: {
             id: string;
             name: string;
+        };
+        Press: {
+            /** @description `down`, `up`, `click` (pointer), `touchstart`, `touchend`. */
+            kind: string;
+            pointerType: string;
+            /** Format: int64 */
+            t: number;
+            /** @description `Event.isTrusted` as sent; `false` is a script's event. */
+            trusted?: boolean | null;
+            /** Format: int32 */
+            x?: number | null;
+            /** Format: int32 */
+            y?: number | null;
         };
         ProvisionEnvelope: {
             data: components["schemas"]["ProvisionResult"];
@@ -419,6 +569,16 @@ export interface components {
             /** Format: date-time */
             updatedAt?: string | null;
         };
+        Scroll: {
+            /** Format: double */
+            dy?: number | null;
+            /** @description `wheel` (a notch or a touchpad step, `dy` in pixels) or `scroll` (the page's position). */
+            kind: string;
+            /** Format: int64 */
+            t: number;
+            /** Format: int32 */
+            y?: number | null;
+        };
         SessionDeletionEnvelope: {
             data: components["schemas"]["SessionDeletionView"];
         };
@@ -448,6 +608,21 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
         };
+        /** @description Everything the review view shows of one session. */
+        SessionEvidence: {
+            environment: components["schemas"]["EnvironmentTells"];
+            features: components["schemas"]["FeatureEvidence"][];
+            /** @description The model the features below are weighed by: the one this server scores with. */
+            modelVersion: string;
+            score?: null | components["schemas"]["LatestScore"];
+            timeline: components["schemas"]["Timeline"];
+        };
+        Size: {
+            /** Format: double */
+            height: number;
+            /** Format: double */
+            width: number;
+        };
         /**
          * @description Start scoring run request. Unknown fields are refused, so a misspelt `force` cannot
          *     silently start a run that skips scored sessions.
@@ -464,6 +639,52 @@ export interface components {
             date: string;
             status: string;
             version: string;
+        };
+        Stroke: {
+            /** @description `mouse`, `pen` or `touch`. */
+            pointerType: string;
+            /** @description `[t, x, y]`, simplified (see the module docs). */
+            points: number[][];
+            /**
+             * Format: int32
+             * @description Moves recorded in the stroke, before simplification.
+             */
+            recorded: number;
+        };
+        TextChange: {
+            /**
+             * @description `paste`, `typed` (an insertion right after a key press) or `inserted` (an insertion with
+             *     no key press or paste behind it: a script or an autofill).
+             */
+            kind: string;
+            /** Format: int64 */
+            length: number;
+            /** Format: int64 */
+            t: number;
+            trusted?: boolean | null;
+        };
+        /** @description A session's behaviour in time order. Every `t` is milliseconds after `startedAt`. */
+        Timeline: {
+            /** Format: int64 */
+            durationMs: number;
+            /** Format: int64 */
+            eventCount: number;
+            /** @description Focus and visibility switches, fields reached, submits and page exits. */
+            focus: components["schemas"]["FocusChange"][];
+            keys: components["schemas"]["Key"][];
+            /** @description Pointer strokes: runs of moves of one pointer type without a pause of a second or more. */
+            pointer: components["schemas"]["Stroke"][];
+            presses: components["schemas"]["Press"][];
+            screen?: null | components["schemas"]["Size"];
+            scrolls: components["schemas"]["Scroll"][];
+            /**
+             * Format: int64
+             * @description Unix milliseconds of the first event.
+             */
+            startedAt: number;
+            /** @description Text that arrived in fields: pasted, typed, or inserted with no key or paste behind it. */
+            text: components["schemas"]["TextChange"][];
+            viewport?: null | components["schemas"]["Size"];
         };
     };
     responses: never;
@@ -1133,6 +1354,193 @@ export interface operations {
             };
             /** @description survey missing or another organization's */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    getSessionEvidence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 24 hexadecimal characters */
+                surveyId: string;
+                /** @description the session's external reference (UUID) */
+                reference: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvidenceEnvelope"];
+                };
+            };
+            401: {
+                headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description key lacks sessions:read */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description survey missing or another organization's, no session captured for the reference, or its deletion requested */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createEvidenceLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 24 hexadecimal characters */
+                surveyId: string;
+                /** @description the session's external reference (UUID) */
+                reference: string;
+            };
+            cookie?: never;
+        };
+        /** @description optional; `{}` or no body for 900 s */
+        requestBody?: {
+            content: {
+                "application/json": null | components["schemas"]["LinkRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvidenceLinkEnvelope"];
+                };
+            };
+            /** @description expiresInSeconds outside 1 to 3600 */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description key lacks sessions:read */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description survey missing or another organization's, no session captured for the reference, or its deletion requested */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body did not arrive within the body timeout */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body's Content-Type is not JSON */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -148,8 +148,15 @@ describe("against the service", () => {
       assert.ok(row.humanScorePercent !== null && row.humanScorePercent >= 0 && row.humanScorePercent <= 100);
       assert.ok(["automation-like", "review", "human-like"].includes(row.scoreBand ?? ""));
     }
+    const [row] = await client.lookup(survey.surveyId, [references[1]]);
+    const evidence = await client.evidence(survey.surveyId, references[1]);
+    assert.equal(evidence.score?.scoreBand, row.scoreBand);
+    assert.equal(evidence.score?.humanScorePercent, row.humanScorePercent);
+    assert.equal(evidence.timeline.eventCount, 60);
+    assert.ok(evidence.features.length > 50, `${evidence.features.length} features`);
     const deletion = await client.deleteAndWait(survey.surveyId, references[0], { pollIntervalMs: 100 });
     assert.equal(deletion.status, "completed");
+    await assert.rejects(client.evidence(survey.surveyId, references[0]), (error: TelltaleError) => error.status === 404);
     assert.equal((await client.lookup(survey.surveyId, [references[0]]))[0].captured, false);
   });
 

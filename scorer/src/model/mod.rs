@@ -179,6 +179,14 @@ pub struct Score {
     pub reasons: Vec<Reason>,
 }
 
+/// What [`Model::evaluate`] works out for one session.
+struct Evaluation {
+    z: f64,
+    effects: Vec<f64>,
+    amounts: Vec<f64>,
+    active: Vec<bool>,
+}
+
 pub const BAND_AUTOMATION: &str = "automation-like";
 pub const BAND_REVIEW: &str = "review";
 pub const BAND_HUMAN: &str = "human-like";
@@ -374,9 +382,16 @@ impl Model {
     }
 
     /// The score's most telling `feature=value (effect)` reasons in the band's direction.
-    pub fn score(&self, features: &Features) -> Score {
-        let values = features.values();
-        let split_values = self.split_values(&values);
+    /// Every feature's part in the score's log-odds (positive towards human-like), in
+    /// [`Features::NAMES`] order: what the reasons are chosen from.
+    pub fn contributions(&self, features: &Features) -> Vec<f64> {
+        self.evaluate(&features.values()).effects
+    }
+
+    /// The log-odds of `values`, each feature's part in it, and each modality's amount of
+    /// evidence and whether its trees spoke (the last entry: trees of no modality).
+    fn evaluate(&self, values: &[f64]) -> Evaluation {
+        let split_values = self.split_values(values);
         // Per-feature sums of the terms' and the splits' effects.
         let mut effects = vec![0.0; values.len()];
         let mut z = self.bias;
@@ -389,7 +404,7 @@ impl Model {
             z += effect;
             effects[feature] += effect;
         }
-        let amounts = self.evidence_amounts(&values);
+        let amounts = self.evidence_amounts(values);
         // Which trees speak: those of a modality the session shows enough of, and those of no
         // modality when any feature they read was measured (a session none of whose tree
         // features was measured, a page submitted by script, is outside anything they were
@@ -413,6 +428,22 @@ impl Model {
                 layout.walk(&split_values, &active, &mut z, &mut effects);
             }
         }
+        Evaluation {
+            z,
+            effects,
+            amounts,
+            active,
+        }
+    }
+
+    pub fn score(&self, features: &Features) -> Score {
+        let values = features.values();
+        let Evaluation {
+            z,
+            effects,
+            amounts,
+            active,
+        } = self.evaluate(&values);
         // Two decimals: the score is read by people and compared against band thresholds.
         let mut percent = (100.0 / (1.0 + (-z).exp()) * 100.0).round() / 100.0;
         let too_little = !self.evidence.is_empty()

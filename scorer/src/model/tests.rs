@@ -539,12 +539,26 @@ fn bad_human_ranges_are_refused() {
     assert_eq!(model.human_percentile("key_hold_mean_ms", 2.5), Some(75.0));
     assert_eq!(model.human_percentile("key_flight_mean_ms", 2.5), None);
     for (range, why) in [
-        (r#"{"feature":"nope","sessions":3,"quantiles":[1,2]}"#, "unknown feature"),
-        (r#"{"feature":"key_hold_mean_ms","sessions":3,"quantiles":[1]}"#, "fewer than two"),
-        (r#"{"feature":"key_hold_mean_ms","sessions":3,"quantiles":[2,1]}"#, "must not decrease"),
+        (
+            r#"{"feature":"nope","sessions":3,"quantiles":[1,2]}"#,
+            "unknown feature",
+        ),
+        (
+            r#"{"feature":"key_hold_mean_ms","sessions":3,"quantiles":[1]}"#,
+            "fewer than two",
+        ),
+        (
+            r#"{"feature":"key_hold_mean_ms","sessions":3,"quantiles":[2,1]}"#,
+            "must not decrease",
+        ),
         (&format!("{good},{good}"), "named twice"),
     ] {
-        let error = Model::from_json(&with_range(range)).expect_err(why).to_string();
-        assert!(error.contains(why) || why == "unknown feature", "{why}: {error}");
+        let error = Model::from_json(&with_range(range))
+            .expect_err(why)
+            .to_string();
+        assert!(
+            error.contains(why) || why == "unknown feature",
+            "{why}: {error}"
+        );
     }
 }

@@ -1,6 +1,6 @@
 """Telltale's integration API from a survey platform's server: provisioning, lookup of sessions
 by response UUID (any number, 100 per request), scoring runs started and polled to the end,
-session erasure and its status. Sync (`Client`) and async (`AsyncClient`), on httpx, with
+session erasure and its status, and a session's evidence for review. Sync (`Client`) and async (`AsyncClient`), on httpx, with
 timeouts on every call and retries of transient failures only (429 after its `Retry-After`,
 5xx, connection errors)."""
 
@@ -11,6 +11,7 @@ from .models import (
     ScoringFailure,
     ScoringRun,
     SessionDeletion,
+    SessionEvidence,
     SessionRow,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "ScoringFailure",
     "ScoringRun",
     "SessionDeletion",
+    "SessionEvidence",
     "SessionRow",
     "TelltaleError",
     "WaitTimeout",

@@ -77,8 +77,37 @@ class ContextEnvelope:
 
 
 @dataclass(frozen=True)
+class EnvironmentTells:
+    """The environment the embed reported, and the tells the model reads from it."""
+
+    headless_user_agent: bool
+    automation_globals: Optional[bool] = None
+    automation_stack: Optional[bool] = None
+    device_pixel_ratio: Optional[float] = None
+    embed_version: Optional[str] = None
+    max_touch_points: Optional[float] = None
+    software_renderer: Optional[bool] = None
+    webdriver: Optional[bool] = None
+    webdriver_patched: Optional[bool] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EnvironmentTells:
+        return cls(
+            headless_user_agent=bool(data["headlessUserAgent"]),
+            automation_globals=_optional(bool, data.get("automationGlobals")),
+            automation_stack=_optional(bool, data.get("automationStack")),
+            device_pixel_ratio=_optional(float, data.get("devicePixelRatio")),
+            embed_version=data.get("embedVersion"),
+            max_touch_points=_optional(float, data.get("maxTouchPoints")),
+            software_renderer=_optional(bool, data.get("softwareRenderer")),
+            webdriver=_optional(bool, data.get("webdriver")),
+            webdriver_patched=_optional(bool, data.get("webdriverPatched")),
+        )
+
+
+@dataclass(frozen=True)
 class ErrorBody:
-    """Every error response."""
+    """Every error response's body, as the OpenAPI document names it."""
 
     error: str
 
@@ -86,6 +115,90 @@ class ErrorBody:
     def from_json(cls, data: Mapping[str, Any]) -> ErrorBody:
         return cls(
             error=data["error"],
+        )
+
+
+@dataclass(frozen=True)
+class EvidenceEnvelope:
+    """The document's `EvidenceEnvelope`."""
+
+    data: SessionEvidence
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvidenceEnvelope:
+        return cls(
+            data=SessionEvidence.from_json(data["data"]),
+        )
+
+
+@dataclass(frozen=True)
+class EvidenceLink:
+    """The document's `EvidenceLink`."""
+
+    # The review page of the session: open it in a browser; it needs no key.
+    url: str
+    expires_at: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvidenceLink:
+        return cls(
+            url=data["url"],
+            expires_at=_required_time(data.get("expiresAt"), "expiresAt"),
+        )
+
+
+@dataclass(frozen=True)
+class EvidenceLinkEnvelope:
+    """The document's `EvidenceLinkEnvelope`."""
+
+    data: EvidenceLink
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvidenceLinkEnvelope:
+        return cls(
+            data=EvidenceLink.from_json(data["data"]),
+        )
+
+
+@dataclass(frozen=True)
+class FeatureEvidence:
+    """One feature of the session as the current model sees it."""
+
+    name: str
+    # Its part in the score's log-odds (positive towards human-like); 0 when the model does not
+    # read it or it did not count.
+    contribution: float
+    # Where the value sits among the TRAIN humans (0-100), from the model file's quantiles.
+    human_percentile: Optional[float] = None
+    # `None`: the session gave no evidence for it (unmeasured).
+    value: Optional[float] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FeatureEvidence:
+        return cls(
+            name=data["name"],
+            contribution=float(data["contribution"]),
+            human_percentile=_optional(float, data.get("humanPercentile")),
+            value=_optional(float, data.get("value")),
+        )
+
+
+@dataclass(frozen=True)
+class FocusChange:
+    """The document's `FocusChange`."""
+
+    t: int
+    # `focus`, `blur` (the window), `field` (a form field, by its index on the page), `hidden`,
+    # `visible`, `submit`, `pagehide`.
+    kind: str
+    field: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FocusChange:
+        return cls(
+            t=int(data["t"]),
+            kind=data["kind"],
+            field=_optional(int, data.get("field")),
         )
 
 
@@ -139,6 +252,29 @@ class IntegrationContext:
 
 
 @dataclass(frozen=True)
+class Key:
+    """The document's `Key`."""
+
+    t: int
+    # The key's class (`char`, `digit`, `space`, `backspace`, ...), never the key.
+    class_: str
+    repeat: bool
+    # Until the matching key-up of the same class, when there was one.
+    hold_ms: Optional[int] = None
+    trusted: Optional[bool] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Key:
+        return cls(
+            t=int(data["t"]),
+            class_=data["class"],
+            repeat=bool(data["repeat"]),
+            hold_ms=_optional(int, data.get("holdMs")),
+            trusted=_optional(bool, data.get("trusted")),
+        )
+
+
+@dataclass(frozen=True)
 class KeyView:
     """The document's `KeyView`."""
 
@@ -152,6 +288,47 @@ class KeyView:
             prefix=data["prefix"],
             label=data["label"],
             scopes=tuple(data["scopes"]),
+        )
+
+
+@dataclass(frozen=True)
+class LatestScore:
+    """A session's latest row of the `scores` table."""
+
+    human_score_percent: float
+    score_band: str
+    model_version: str
+    # Unix milliseconds.
+    scored_at: int
+    run_id: str
+    # Events the score was computed from (more arrived since when the timeline has more).
+    event_count: int
+    reasons: Tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LatestScore:
+        return cls(
+            human_score_percent=float(data["humanScorePercent"]),
+            score_band=data["scoreBand"],
+            model_version=data["modelVersion"],
+            scored_at=int(data["scoredAt"]),
+            run_id=data["runId"],
+            event_count=int(data["eventCount"]),
+            reasons=tuple(data["reasons"]),
+        )
+
+
+@dataclass(frozen=True)
+class LinkRequest:
+    """Body of `POST .../evidence-links` (optional)."""
+
+    # How long the link works: 1 to 3600 seconds; 900 when absent.
+    expires_in_seconds: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LinkRequest:
+        return cls(
+            expires_in_seconds=_optional(int, data.get("expiresInSeconds")),
         )
 
 
@@ -240,6 +417,31 @@ class OrganizationView:
         return cls(
             id=data["id"],
             name=data["name"],
+        )
+
+
+@dataclass(frozen=True)
+class Press:
+    """The document's `Press`."""
+
+    t: int
+    # `down`, `up`, `click` (pointer), `touchstart`, `touchend`.
+    kind: str
+    pointer_type: str
+    # `Event.isTrusted` as sent; `false` is a script's event.
+    trusted: Optional[bool] = None
+    x: Optional[int] = None
+    y: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Press:
+        return cls(
+            t=int(data["t"]),
+            kind=data["kind"],
+            pointer_type=data["pointerType"],
+            trusted=_optional(bool, data.get("trusted")),
+            x=_optional(int, data.get("x")),
+            y=_optional(int, data.get("y")),
         )
 
 
@@ -393,6 +595,26 @@ class ScoringRun:
 
 
 @dataclass(frozen=True)
+class Scroll:
+    """The document's `Scroll`."""
+
+    t: int
+    # `wheel` (a notch or a touchpad step, `dy` in pixels) or `scroll` (the page's position).
+    kind: str
+    dy: Optional[float] = None
+    y: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Scroll:
+        return cls(
+            t=int(data["t"]),
+            kind=data["kind"],
+            dy=_optional(float, data.get("dy")),
+            y=_optional(int, data.get("y")),
+        )
+
+
+@dataclass(frozen=True)
 class SessionDeletionEnvelope:
     """The document's `SessionDeletionEnvelope`."""
 
@@ -440,6 +662,44 @@ class SessionDeletion:
 
 
 @dataclass(frozen=True)
+class SessionEvidence:
+    """Everything the review view shows of one session."""
+
+    timeline: Timeline
+    environment: EnvironmentTells
+    # The model the features below are weighed by: the one this server scores with.
+    model_version: str
+    features: Tuple[FeatureEvidence, ...]
+    # The latest score the lake holds for the session; `None` before its first scoring run.
+    score: Optional[LatestScore] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SessionEvidence:
+        return cls(
+            timeline=Timeline.from_json(data["timeline"]),
+            environment=EnvironmentTells.from_json(data["environment"]),
+            model_version=data["modelVersion"],
+            features=tuple(FeatureEvidence.from_json(item) for item in data["features"]),
+            score=_optional(LatestScore.from_json, data.get("score")),
+        )
+
+
+@dataclass(frozen=True)
+class Size:
+    """The document's `Size`."""
+
+    width: float
+    height: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Size:
+        return cls(
+            width=float(data["width"]),
+            height=float(data["height"]),
+        )
+
+
+@dataclass(frozen=True)
 class StartRunRequest:
     """Start scoring run request. Unknown fields are refused, so a misspelt `force` cannot silently
     start a run that skips scored sessions."""
@@ -469,6 +729,85 @@ class Status:
             status=data["status"],
             date=_required_time(data.get("date"), "date"),
             version=data["version"],
+        )
+
+
+@dataclass(frozen=True)
+class Stroke:
+    """The document's `Stroke`."""
+
+    # `mouse`, `pen` or `touch`.
+    pointer_type: str
+    # `[t, x, y]`, simplified (see the module docs).
+    points: Tuple[Tuple[int, ...], ...]
+    # Moves recorded in the stroke, before simplification.
+    recorded: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Stroke:
+        return cls(
+            pointer_type=data["pointerType"],
+            points=tuple(tuple(int(value) for value in item) for item in data["points"]),
+            recorded=int(data["recorded"]),
+        )
+
+
+@dataclass(frozen=True)
+class TextChange:
+    """The document's `TextChange`."""
+
+    t: int
+    # `paste`, `typed` (an insertion right after a key press) or `inserted` (an insertion with no
+    # key press or paste behind it: a script or an autofill).
+    kind: str
+    length: int
+    trusted: Optional[bool] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TextChange:
+        return cls(
+            t=int(data["t"]),
+            kind=data["kind"],
+            length=int(data["length"]),
+            trusted=_optional(bool, data.get("trusted")),
+        )
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A session's behaviour in time order. Every `t` is milliseconds after `startedAt`."""
+
+    # Unix milliseconds of the first event.
+    started_at: int
+    duration_ms: int
+    event_count: int
+    # Pointer strokes: runs of moves of one pointer type without a pause of a second or more.
+    pointer: Tuple[Stroke, ...]
+    presses: Tuple[Press, ...]
+    keys: Tuple[Key, ...]
+    scrolls: Tuple[Scroll, ...]
+    # Focus and visibility switches, fields reached, submits and page exits.
+    focus: Tuple[FocusChange, ...]
+    # Text that arrived in fields: pasted, typed, or inserted with no key or paste behind it.
+    text: Tuple[TextChange, ...]
+    screen: Optional[Size] = None
+    # The page's viewport and the screen, as the embed reported them.
+    viewport: Optional[Size] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Timeline:
+        return cls(
+            started_at=int(data["startedAt"]),
+            duration_ms=int(data["durationMs"]),
+            event_count=int(data["eventCount"]),
+            pointer=tuple(Stroke.from_json(item) for item in data["pointer"]),
+            presses=tuple(Press.from_json(item) for item in data["presses"]),
+            keys=tuple(Key.from_json(item) for item in data["keys"]),
+            scrolls=tuple(Scroll.from_json(item) for item in data["scrolls"]),
+            focus=tuple(FocusChange.from_json(item) for item in data["focus"]),
+            text=tuple(TextChange.from_json(item) for item in data["text"]),
+            screen=_optional(Size.from_json, data.get("screen")),
+            viewport=_optional(Size.from_json, data.get("viewport")),
         )
 
 

@@ -19,6 +19,7 @@ from .models import (
     ProvisionedSurvey,
     ScoringRun,
     SessionDeletion,
+    SessionEvidence,
     SessionRow,
     rows,
 )
@@ -270,6 +271,13 @@ class Client:
             run = self.scoring_run(survey_id, run.id)
         return run
 
+    def evidence(self, survey_id: str, reference: str) -> SessionEvidence:
+        """A session's behaviour and the evidence behind its score: its timeline, environment,
+        latest score with its reasons, and every feature with its contribution and its place
+        among the model's TRAIN humans."""
+        path = f"{_paths(survey_id)}/sessions/by-reference/{_check_reference(reference)}/evidence"
+        return SessionEvidence.from_json(self._call("GET", path))
+
     def request_deletion(self, survey_id: str, reference: str) -> SessionDeletion:
         """Asks for a session's erasure (idempotent); it is `pending` until done."""
         path = f"{_paths(survey_id)}/sessions/by-reference/{_check_reference(reference)}"
@@ -373,6 +381,10 @@ class AsyncClient:
             await asyncio.sleep(poll_interval)
             run = await self.scoring_run(survey_id, run.id)
         return run
+
+    async def evidence(self, survey_id: str, reference: str) -> SessionEvidence:
+        path = f"{_paths(survey_id)}/sessions/by-reference/{_check_reference(reference)}/evidence"
+        return SessionEvidence.from_json(await self._call("GET", path))
 
     async def request_deletion(self, survey_id: str, reference: str) -> SessionDeletion:
         path = f"{_paths(survey_id)}/sessions/by-reference/{_check_reference(reference)}"

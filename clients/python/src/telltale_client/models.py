@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any, List, Mapping, Tuple
 
 from . import _schema
-from ._schema import ProvisionedSurvey, ScoringFailure, ScoringRun, SessionDeletion, SessionRow
+from ._schema import (
+    ProvisionedSurvey,
+    ScoringFailure,
+    ScoringRun,
+    SessionDeletion,
+    SessionEvidence,
+    SessionRow,
+)
 
 __all__ = [
     "IntegrationContext",
@@ -20,6 +27,7 @@ __all__ = [
     "ScoringFailure",
     "ScoringRun",
     "SessionDeletion",
+    "SessionEvidence",
     "SessionRow",
     "rows",
 ]

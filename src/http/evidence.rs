@@ -1,0 +1,109 @@
+//! A session's evidence for a reviewer: `GET .../sessions/by-reference/{reference}/evidence`.
+//!
+//! The same key scope and 404 rules as the lookup, and more: a reference that names no captured
+//! session, or one whose deletion was requested (at once, before the erasure runs), is 404.
+//! What it returns is read from the lake by `scorer::evidence`.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use catalog::Scope;
+use ingest::batch::normalize_reference;
+use scorer::evidence::SessionEvidence;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::auth::Authenticated;
+use super::error::ErrorBody;
+use super::integrations::owned_survey;
+use super::{ApiError, ApiPath, AppState};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route(
+        "/integrations/v1/surveys/{surveyId}/sessions/by-reference/{reference}/evidence",
+        get(get_evidence),
+    )
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EvidenceEnvelope {
+    pub data: SessionEvidence,
+}
+
+/// A session's behaviour and the evidence behind its score: its timeline (pointer paths,
+/// presses, key rhythm by key class, scrolls, focus and visibility, pasted and inserted text
+/// lengths), the environment the embed reported, its latest score with its reasons, and every
+/// feature with its value, its contribution under the server's model and its percentile among
+/// the model's TRAIN humans.
+#[utoipa::path(
+    get,
+    path = "/integrations/v1/surveys/{surveyId}/sessions/by-reference/{reference}/evidence",
+    tag = "integration",
+    operation_id = "getSessionEvidence",
+    security(("bearer" = [])),
+    params(
+        ("surveyId" = String, Path, description = "24 hexadecimal characters"),
+        ("reference" = String, Path, description = "the session's external reference (UUID)"),
+    ),
+    responses(
+        (status = 200, body = EvidenceEnvelope),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "key lacks sessions:read", body = ErrorBody),
+        (status = 404, description = "survey missing or another organization's, no session captured for the reference, or its deletion requested", body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    )
+)]
+pub async fn get_evidence(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    ApiPath((survey_id, reference)): ApiPath<(String, String)>,
+) -> Result<Json<EvidenceEnvelope>, ApiError> {
+    auth.require(Scope::SessionsRead)?;
+    let survey = owned_survey(&state, &auth, &survey_id).await?;
+    let evidence = session_evidence(&state, &survey, &reference).await?;
+    Ok(Json(EvidenceEnvelope { data: evidence }))
+}
+
+/// The evidence of `reference` in `survey`, or 404 when there is none to show.
+pub async fn session_evidence(
+    state: &AppState,
+    survey: &catalog::SurveyId,
+    reference: &str,
+) -> Result<SessionEvidence, ApiError> {
+    let not_found = || ApiError::NotFound("no session captured for this reference".to_owned());
+    let reference = normalize_reference(reference).ok_or_else(not_found)?;
+    if state
+        .catalog
+        .session_deletion(survey, &reference)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::NotFound(
+            "the session's deletion was requested".to_owned(),
+        ));
+    }
+    let identifiers = state
+        .catalog
+        .reference_identifiers(survey, &reference)
+        .await?;
+    if identifiers.is_empty() {
+        return Err(not_found());
+    }
+    let scorer = state.scoring.scorer();
+    let evidence = scorer::evidence::read(
+        &scorer.lake,
+        &scorer.query,
+        &scorer.model,
+        survey.as_str(),
+        &reference,
+        &identifiers,
+    )
+    .await
+    .map_err(|error| ApiError::internal("reading the session's evidence failed", error))?;
+    if evidence.timeline.event_count == 0 {
+        // Linked, but nothing of it has reached the lake (or all of it was erased).
+        return Err(not_found());
+    }
+    Ok(evidence)
+}

@@ -1,0 +1,414 @@
+//! The review page and its signed links (docs/review.md).
+//!
+//! An integrator's server asks for a link (`POST .../evidence-links`, scope `sessions:read`);
+//! the link names the survey, the reference and an expiry at most an hour ahead, signed with
+//! HMAC-SHA-256 under the server's review secret. Whoever holds the link sees that one session's
+//! evidence until it expires, and nothing else: no key ever reaches the browser. A tampered,
+//! expired or other session's link, and any link of a session whose deletion was requested, is
+//! 404. Every answer under `/review/` is `no-store`, sends no referrer and allows only its own
+//! script and the evidence request (Content-Security-Policy).
+
+use std::path::Path;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use catalog::Scope;
+use hmac::{Hmac, Mac};
+use ingest::batch::normalize_reference;
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use utoipa::ToSchema;
+
+use super::auth::Authenticated;
+use super::error::ErrorBody;
+use super::evidence::{EvidenceEnvelope, session_evidence};
+use super::integrations::owned_survey;
+use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
+
+/// The longest a link may live.
+pub const MAX_LINK_SECS: u64 = 3600;
+/// A link's life when the request names none.
+pub const DEFAULT_LINK_SECS: u64 = 900;
+/// The shortest secret `--review-secret` accepts.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+const PAGE: &str = include_str!("review.html");
+const SCRIPT: &str = include_str!("review.js");
+const STYLE: &str = include_str!("review.css");
+
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The secret review links are signed with.
+#[derive(Clone)]
+pub struct ReviewSecret(Vec<u8>);
+
+impl std::fmt::Debug for ReviewSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReviewSecret(..)")
+    }
+}
+
+impl ReviewSecret {
+    /// The configured secret, or the one kept in `data_dir/review-secret`, made at first start
+    /// (readable by the owner only). Instances of a fleet must be given the same one.
+    pub fn load(configured: Option<&str>, data_dir: &Path) -> anyhow::Result<ReviewSecret> {
+        if let Some(secret) = configured {
+            anyhow::ensure!(
+                secret.len() >= MIN_SECRET_BYTES,
+                "--review-secret must have at least {MIN_SECRET_BYTES} characters"
+            );
+            return Ok(ReviewSecret(secret.as_bytes().to_vec()));
+        }
+        let path = data_dir.join("review-secret");
+        match std::fs::read_to_string(&path) {
+            Ok(secret) if secret.trim().len() >= MIN_SECRET_BYTES => {
+                Ok(ReviewSecret(secret.trim().as_bytes().to_vec()))
+            }
+            _ => {
+                let secret = format!(
+                    "{}{}{}",
+                    catalog::ids::random_hex24(),
+                    catalog::ids::random_hex24(),
+                    catalog::ids::random_hex24()
+                );
+                let temporary = path.with_extension("tmp");
+                write_private(&temporary, &secret)?;
+                std::fs::rename(&temporary, &path)?;
+                std::fs::File::open(data_dir)?.sync_all()?;
+                Ok(ReviewSecret(secret.into_bytes()))
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub fn from_bytes(bytes: &[u8]) -> ReviewSecret {
+        ReviewSecret(bytes.to_vec())
+    }
+
+    fn mac(&self, survey: &str, reference: &str, expires: u64) -> Hmac<Sha256> {
+        // A key of any length is accepted by HMAC.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(format!("telltale-review-v1\n{survey}\n{reference}\n{expires}").as_bytes());
+        mac
+    }
+
+    /// The link's signature, lower-case hex.
+    pub fn sign(&self, survey: &str, reference: &str, expires: u64) -> String {
+        hex::encode(self.mac(survey, reference, expires).finalize().into_bytes())
+    }
+
+    /// Whether `signature` signs exactly this survey, reference and expiry (constant time).
+    pub fn verify(&self, survey: &str, reference: &str, expires: u64, signature: &str) -> bool {
+        let Ok(bytes) = hex::decode(signature) else {
+            return false;
+        };
+        self.mac(survey, reference, expires)
+            .verify_slice(&bytes)
+            .is_ok()
+    }
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    std::fs::write(path, text)?;
+    std::fs::File::open(path)?.sync_all()
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/integrations/v1/surveys/{surveyId}/sessions/by-reference/{reference}/evidence-links",
+            post(create_link),
+        )
+        .route("/review/assets/review.js", get(script))
+        .route("/review/assets/review.css", get(style))
+        .route("/review/{surveyId}/{reference}", get(page))
+        .route(
+            "/review/{surveyId}/{reference}/evidence",
+            get(page_evidence),
+        )
+}
+
+/// Body of `POST .../evidence-links` (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LinkRequest {
+    /// How long the link works: 1 to 3600 seconds; 900 when absent.
+    #[schema(minimum = 1, maximum = 3600)]
+    pub expires_in_seconds: Option<u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceLink {
+    /// The review page of the session: open it in a browser; it needs no key.
+    pub url: String,
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EvidenceLinkEnvelope {
+    pub data: EvidenceLink,
+}
+
+/// A short-lived signed link to the session's review page, for a person to open in a browser.
+#[utoipa::path(
+    post,
+    path = "/integrations/v1/surveys/{surveyId}/sessions/by-reference/{reference}/evidence-links",
+    tag = "integration",
+    operation_id = "createEvidenceLink",
+    security(("bearer" = [])),
+    params(
+        ("surveyId" = String, Path, description = "24 hexadecimal characters"),
+        ("reference" = String, Path, description = "the session's external reference (UUID)"),
+    ),
+    request_body(content = Option<LinkRequest>, description = "optional; `{}` or no body for 900 s"),
+    responses(
+        (status = 201, body = EvidenceLinkEnvelope),
+        (status = 400, description = "expiresInSeconds outside 1 to 3600", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "key lacks sessions:read", body = ErrorBody),
+        (status = 404, description = "survey missing or another organization's, no session captured for the reference, or its deletion requested", body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    )
+)]
+pub async fn create_link(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    ApiPath((survey_id, reference)): ApiPath<(String, String)>,
+    JsonBytes(body): JsonBytes,
+) -> Result<(StatusCode, Json<EvidenceLinkEnvelope>), ApiError> {
+    auth.require(Scope::SessionsRead)?;
+    let survey = owned_survey(&state, &auth, &survey_id).await?;
+    let request: LinkRequest = if body.is_empty() {
+        LinkRequest::default()
+    } else {
+        parse_json(&body)?
+    };
+    let seconds = request.expires_in_seconds.unwrap_or(DEFAULT_LINK_SECS);
+    if !(1..=MAX_LINK_SECS).contains(&seconds) {
+        return Err(ApiError::BadRequest(format!(
+            "expiresInSeconds must be 1 to {MAX_LINK_SECS}, not {seconds}"
+        )));
+    }
+    let reference = existing_session(&state, &survey, &reference).await?;
+    let expires = now_secs() + seconds;
+    let signature = state
+        .review_secret
+        .sign(survey.as_str(), &reference, expires);
+    let url = format!(
+        "{}/review/{}/{reference}?expires={expires}&sig={signature}",
+        state.public_url,
+        survey.as_str()
+    );
+    let expires_ms = i64::try_from(expires.saturating_mul(1000)).unwrap_or(i64::MAX);
+    Ok((
+        StatusCode::CREATED,
+        Json(EvidenceLinkEnvelope {
+            data: EvidenceLink {
+                url,
+                expires_at: iso8601(expires_ms),
+            },
+        }),
+    ))
+}
+
+/// The normalized reference, when it names a captured session whose deletion was not asked for.
+async fn existing_session(
+    state: &AppState,
+    survey: &catalog::SurveyId,
+    reference: &str,
+) -> Result<String, ApiError> {
+    let not_found = || ApiError::NotFound("no session captured for this reference".to_owned());
+    let reference = normalize_reference(reference).ok_or_else(not_found)?;
+    let deleted = state
+        .catalog
+        .session_deletion(survey, &reference)
+        .await?
+        .is_some();
+    if deleted
+        || state
+            .catalog
+            .reference_identifiers(survey, &reference)
+            .await?
+            .is_empty()
+    {
+        return Err(not_found());
+    }
+    Ok(reference)
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
+/// The query of a signed link.
+#[derive(Debug, Deserialize)]
+pub struct Signed {
+    expires: Option<u64>,
+    sig: Option<String>,
+}
+
+/// The survey of a link that is signed for exactly this survey and reference and has not
+/// expired; 404 otherwise (a wrong link names nothing).
+fn check_link(
+    state: &AppState,
+    survey_id: &str,
+    reference: &str,
+    signed: &Signed,
+) -> Result<catalog::SurveyId, ApiError> {
+    let not_found =
+        || ApiError::NotFound("this review link is not valid or has expired".to_owned());
+    let (Some(expires), Some(signature)) = (signed.expires, signed.sig.as_deref()) else {
+        return Err(not_found());
+    };
+    if expires < now_secs() || expires > now_secs() + MAX_LINK_SECS {
+        return Err(not_found());
+    }
+    let survey = catalog::SurveyId::parse(survey_id).ok_or_else(not_found)?;
+    if !state
+        .review_secret
+        .verify(survey.as_str(), reference, expires, signature)
+    {
+        return Err(not_found());
+    }
+    Ok(survey)
+}
+
+/// Headers every answer under `/review/` carries.
+fn private(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    private(([(header::CONTENT_TYPE, content_type)], body).into_response())
+}
+
+async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+/// The page of a valid link: the page itself holds nothing of the session; its script asks
+/// for the evidence with the same signed query.
+async fn page(
+    State(state): State<AppState>,
+    ApiPath((survey_id, reference)): ApiPath<(String, String)>,
+    Query(signed): Query<Signed>,
+) -> Response {
+    let checked = match check_link(&state, &survey_id, &reference, &signed) {
+        Ok(survey) => existing_session(&state, &survey, &reference)
+            .await
+            .map(|_| ()),
+        Err(error) => Err(error),
+    };
+    match checked {
+        Ok(()) => asset("text/html; charset=utf-8", PAGE),
+        Err(error) => private(error.into_response()),
+    }
+}
+
+async fn page_evidence(
+    State(state): State<AppState>,
+    ApiPath((survey_id, reference)): ApiPath<(String, String)>,
+    Query(signed): Query<Signed>,
+) -> Response {
+    let evidence = match check_link(&state, &survey_id, &reference, &signed) {
+        Ok(survey) => session_evidence(&state, &survey, &reference).await,
+        Err(error) => Err(error),
+    };
+    match evidence {
+        Ok(data) => private(Json(EvidenceEnvelope { data }).into_response()),
+        Err(error) => private(error.into_response()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_holds_only_for_its_survey_reference_and_expiry() {
+        let secret = ReviewSecret::from_bytes(&[7; 32]);
+        let (survey, reference) = (
+            "0123456789abcdef01234567",
+            "6f1c9b3e-0000-4000-8000-000000000001",
+        );
+        let signature = secret.sign(survey, reference, 1_900_000_000);
+        assert_eq!(signature.len(), 64);
+        assert!(secret.verify(survey, reference, 1_900_000_000, &signature));
+        assert!(!secret.verify(survey, reference, 1_900_000_001, &signature));
+        assert!(!secret.verify(
+            "0123456789abcdef01234568",
+            reference,
+            1_900_000_000,
+            &signature
+        ));
+        assert!(!secret.verify(
+            survey,
+            "6f1c9b3e-0000-4000-8000-000000000002",
+            1_900_000_000,
+            &signature
+        ));
+        assert!(!secret.verify(survey, reference, 1_900_000_000, "zz"));
+        let other = ReviewSecret::from_bytes(&[8; 32]);
+        assert!(!other.verify(survey, reference, 1_900_000_000, &signature));
+    }
+
+    #[test]
+    fn a_secret_is_kept_in_the_data_dir_or_taken_from_the_flag() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = ReviewSecret::load(None, dir.path()).expect("made");
+        let again = ReviewSecret::load(None, dir.path()).expect("kept");
+        assert_eq!(first.0, again.0);
+        assert!(first.0.len() >= MIN_SECRET_BYTES);
+        assert!(ReviewSecret::load(Some("short"), dir.path()).is_err());
+        let given = "x".repeat(MIN_SECRET_BYTES);
+        assert_eq!(
+            ReviewSecret::load(Some(&given), dir.path())
+                .expect("flag")
+                .0,
+            given.as_bytes()
+        );
+    }
+}
