@@ -1,0 +1,194 @@
+use super::*;
+use crate::tables::{EVENTS_SCHEMA, encode, writer_properties};
+use arrow::array::{
+    BooleanBuilder, Int32Builder, StringDictionaryBuilder, TimestampMillisecondBuilder,
+    new_null_array,
+};
+
+const SURVEY: &str = "00112233445566778899aabb";
+const REFERENCE: &str = "4f1c2d3e-0000-4000-8000-000000000001";
+
+/// An events batch with `per_session` mouse pointer moves (x = 0, 1, ...) for each
+/// (identifier, reference), in the order given; the columns a move leaves empty are null.
+fn events_batch(sessions: &[(&str, Option<&str>)], per_session: i32) -> RecordBatch {
+    let mut survey = StringDictionaryBuilder::<Int32Type>::new();
+    let mut session_id = StringDictionaryBuilder::<Int32Type>::new();
+    let mut reference = StringDictionaryBuilder::<Int32Type>::new();
+    let mut received = TimestampMillisecondBuilder::new().with_timezone("UTC");
+    let mut event_time = TimestampMillisecondBuilder::new().with_timezone("UTC");
+    let mut event_type = StringDictionaryBuilder::<Int32Type>::new();
+    let (mut x, mut y) = (Int32Builder::new(), Int32Builder::new());
+    let mut pointer_type = StringDictionaryBuilder::<Int32Type>::new();
+    let mut trusted = BooleanBuilder::new();
+    for (identifier, session_reference) in sessions {
+        for i in 0..per_session {
+            survey.append_value(SURVEY);
+            session_id.append_value(identifier);
+            reference.append_option(*session_reference);
+            received.append_value(1_763_800_000_000);
+            event_time.append_value(1_763_800_000_000 + i64::from(i));
+            event_type.append_value("pointermove");
+            x.append_value(i);
+            y.append_value(1);
+            pointer_type.append_value("mouse");
+            trusted.append_value(true);
+        }
+    }
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(survey.finish()),
+        Arc::new(session_id.finish()),
+        Arc::new(reference.finish()),
+        Arc::new(received.finish()),
+        Arc::new(event_time.finish()),
+        Arc::new(event_type.finish()),
+        Arc::new(x.finish()),
+        Arc::new(y.finish()),
+        Arc::new(pointer_type.finish()),
+        Arc::new(trusted.finish()),
+    ];
+    let rows = columns[0].len();
+    for field in &EVENTS_SCHEMA.fields()[columns.len()..] {
+        columns.push(new_null_array(field.data_type(), rows));
+    }
+    RecordBatch::try_new(EVENTS_SCHEMA.clone(), columns).expect("an events batch")
+}
+
+fn events_file(sessions: &[(&str, Option<&str>)], per_session: i32) -> Bytes {
+    let batch = events_batch(sessions, per_session);
+    Bytes::from(encode(TableKind::Events, &batch).expect("encode"))
+}
+
+fn sessions_of(bytes: Vec<u8>) -> Vec<String> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes))
+        .expect("reader")
+        .build()
+        .expect("build");
+    let mut sessions = Vec::new();
+    for batch in reader {
+        let batch = batch.expect("batch");
+        let column =
+            arrow::compute::cast(batch.column(1), &DataType::Utf8).expect("cast to strings");
+        sessions.extend(
+            column
+                .as_string::<i32>()
+                .iter()
+                .map(|value| value.unwrap_or_default().to_owned()),
+        );
+    }
+    sessions
+}
+
+fn session() -> SessionRows {
+    SessionRows {
+        reference: REFERENCE.to_owned(),
+        identifiers: HashSet::from(["tab-2".to_owned()]),
+    }
+}
+
+#[test]
+fn erasing_drops_rows_by_reference_and_by_linked_identifier_only() {
+    let bytes = events_file(
+        &[
+            ("a-other", None),
+            ("tab-1", Some(REFERENCE)),
+            // Linked in the catalog, but its rows were written before the link was known.
+            ("tab-2", None),
+            ("z-other", Some("9f1c2d3e-0000-4000-8000-000000000009")),
+        ],
+        5,
+    );
+    let Erased::Rewritten(rewritten) =
+        erase_rows(bytes, &session(), writer_properties(TableKind::Events)).expect("erase")
+    else {
+        panic!("the file holds the session");
+    };
+    assert_eq!(rewritten.rows, 10);
+    let mut sessions = sessions_of(rewritten.bytes);
+    sessions.dedup();
+    assert_eq!(sessions, ["a-other", "z-other"]);
+}
+
+#[test]
+fn row_groups_without_the_session_are_copied_and_read_back_intact() {
+    let sessions = [
+        ("a-other", None),
+        ("b-other", None),
+        ("tab-1", Some(REFERENCE)),
+        ("y-other", None),
+    ];
+    let batch = events_batch(&sessions, 7);
+    // Row groups of 5 rows: most hold no row of the session and are copied as they are.
+    let small_groups = || {
+        writer_properties(TableKind::Events)
+            .into_builder()
+            .set_max_row_group_row_count(Some(5))
+            .build()
+    };
+    let mut original = Vec::new();
+    let mut writer =
+        ArrowWriter::try_new(&mut original, batch.schema(), Some(small_groups())).expect("w");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    let Erased::Rewritten(rewritten) =
+        erase_rows(Bytes::from(original), &session(), small_groups()).expect("erase")
+    else {
+        panic!("the file holds the session");
+    };
+    assert_eq!(rewritten.rows, 21);
+    let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(rewritten.bytes))
+        .expect("reader")
+        .build()
+        .expect("build");
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.expect("batch");
+        assert_eq!(
+            batch.schema().field(1).data_type(),
+            EVENTS_SCHEMA.field(1).data_type()
+        );
+        let sessions = arrow::compute::cast(batch.column(1), &DataType::Utf8).expect("cast");
+        let xs = batch.column(6).as_primitive::<Int32Type>();
+        for row in 0..batch.num_rows() {
+            rows.push((
+                sessions.as_string::<i32>().value(row).to_owned(),
+                xs.value(row),
+            ));
+        }
+    }
+    let expected: Vec<(String, i32)> = ["a-other", "b-other", "y-other"]
+        .iter()
+        .flat_map(|session| (0..7).map(move |x| ((*session).to_owned(), x)))
+        .collect();
+    assert_eq!(rows, expected);
+}
+
+#[test]
+fn files_without_the_session_are_untouched_and_files_of_only_it_are_emptied() {
+    let other = events_file(&[("a-other", None)], 3);
+    assert!(matches!(
+        erase_rows(other, &session(), writer_properties(TableKind::Events)).expect("erase"),
+        Erased::Untouched
+    ));
+    let only = events_file(&[("tab-1", Some(REFERENCE)), ("tab-2", None)], 3);
+    assert!(matches!(
+        erase_rows(only, &session(), writer_properties(TableKind::Events)).expect("erase"),
+        Erased::Emptied
+    ));
+}
+
+#[test]
+fn merging_sorts_by_session_and_keeps_each_sessions_order() {
+    let first = events_file(&[("b", None), ("c", None)], 2);
+    let second = events_file(&[("a", None), ("b", None)], 2);
+    let merged = merge_sorted(
+        &[first, second],
+        "session_id",
+        writer_properties(TableKind::Events),
+    )
+    .expect("merge");
+    assert_eq!(merged.rows, 8);
+    assert_eq!(
+        sessions_of(merged.bytes),
+        ["a", "a", "b", "b", "b", "b", "c", "c"]
+    );
+}
