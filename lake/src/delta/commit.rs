@@ -1,5 +1,11 @@
 //! Writing a table: a change as one Delta commit of `add` and `remove` actions (and an
 //! application transaction), tried again on a newer snapshot after a race it need not lose.
+//!
+//! One retry layer: this one. delta-rs's `CommitBuilder` would otherwise retry a raced commit
+//! itself (15 times, with its own conflict checker) before this loop saw it; its retries are
+//! off (`with_max_retries(0)`: a race fails at once), so every race comes back here, where the
+//! newer snapshot is read and the two rules that make a commit safe are checked again: the
+//! files it removes are all still live, and its application transaction was not applied.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -13,8 +19,8 @@ use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use super::schema::partition_columns;
 use super::{CHECKPOINT_INTERVAL, Change, Committed, LiveFile, NewFile, Table, statistics};
 
-/// How many times a commit is tried again after losing a race it need not lose (another
-/// writer's commit that touched none of its removed files).
+/// How many times a commit is tried after losing a race it need not lose (another writer's
+/// commit that touched none of its removed files).
 const MAX_ATTEMPTS: usize = 50;
 
 impl Table {
@@ -135,6 +141,7 @@ impl Table {
                 },
             };
             let result = CommitBuilder::default()
+                .with_max_retries(0)
                 .with_actions(actions)
                 .build(Some(snapshot), Arc::clone(&self.log_store), operation)
                 .await;
@@ -154,11 +161,18 @@ impl Table {
                     }
                     return Ok(Committed::Version(version));
                 }
-                // Another writer's commit in between: look again at the newer snapshot.
+                // Another writer's commit in between (delta-rs, told not to retry, says so
+                // with `MaxCommitAttempts(0)`): look again at the newer snapshot.
                 Err(DeltaTableError::Transaction {
-                    source: TransactionError::CommitConflict(conflict),
+                    source:
+                        race @ (TransactionError::MaxCommitAttempts(_)
+                        | TransactionError::CommitConflict(_)
+                        | TransactionError::VersionAlreadyExists(_)),
                 }) => {
-                    tracing::debug!(table = self.kind.as_str(), %conflict, "delta commit raced");
+                    tracing::debug!(table = self.kind.as_str(), %race, "delta commit raced");
+                }
+                Err(DeltaTableError::VersionAlreadyExists(version)) => {
+                    tracing::debug!(table = self.kind.as_str(), version, "delta commit raced");
                 }
                 Err(error) => {
                     // It may have landed all the same: the next commit reads the log.
