@@ -59,10 +59,10 @@ pub fn build_scorer(
         model: Arc::new(load_model(args)?),
         flusher: ingestor.map(|ingestor| Arc::new(IngestorFlusher(ingestor)) as _),
         settings: ScoringSettings {
-            chunk_sessions: args.scoring_chunk_sessions.max(1),
-            max_events_per_pass: args.scoring_max_events_per_pass.max(1),
+            chunk_sessions: args.scoring_chunk_sessions,
+            max_events_per_pass: args.scoring_max_events_per_pass,
             pause_between_chunks: Duration::from_millis(args.scoring_pause_ms),
-            lease: Duration::from_secs(args.scoring_lease_secs.max(1)),
+            lease: Duration::from_secs(args.scoring_lease_secs),
         },
         owner,
     })
@@ -106,7 +106,7 @@ pub async fn compact(
     }
     let owner = lake::rewrite::command_line_owner();
     let config = lake::compaction::CompactionConfig {
-        target_rows: target_rows.max(2),
+        target_rows: target_rows,
     };
     let report =
         lake::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;

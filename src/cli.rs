@@ -143,7 +143,8 @@ pub enum Command {
         #[arg(
             long,
             env = "TELLTALE_COMPACTION_TARGET_ROWS",
-            default_value_t = 2_000_000
+            default_value_t = 2_000_000,
+            value_parser = clap::value_parser!(u64).range(2..)
         )]
         target_rows: u64,
         /// Print the report as JSON.
@@ -195,11 +196,21 @@ pub struct ServeArgs {
     pub review_secret: Option<String>,
 
     /// Milliseconds between flushes of buffered events to the lake.
-    #[arg(long, env = "TELLTALE_FLUSH_INTERVAL_MS", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "TELLTALE_FLUSH_INTERVAL_MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(100..)
+    )]
     pub flush_interval_ms: u64,
 
     /// Buffered request bytes that trigger a flush to the lake before the interval.
-    #[arg(long, env = "TELLTALE_FLUSH_BYTES", default_value_t = 32 * 1024 * 1024)]
+    #[arg(
+        long,
+        env = "TELLTALE_FLUSH_BYTES",
+        default_value_t = 32 * 1024 * 1024,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(65_536..)
+    )]
     pub flush_bytes: usize,
 
     /// Collector requests per second allowed from one client IP (0: unlimited).
@@ -237,7 +248,12 @@ pub struct ServeArgs {
     pub collector_bytes_in_flight: usize,
 
     /// Seconds a client has to send a whole request body before it gets 408.
-    #[arg(long, env = "TELLTALE_BODY_TIMEOUT_SECS", default_value_t = 30)]
+    #[arg(
+        long,
+        env = "TELLTALE_BODY_TIMEOUT_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub body_timeout_secs: u64,
 
     /// Behind a load balancer: take the client address for the per-IP collector limit from the
@@ -253,13 +269,23 @@ pub struct ServeArgs {
     /// Seconds a client has to send a request's headers (and an idle kept-alive connection to
     /// start its next request) before the connection is closed: slow-header clients cannot hold
     /// connections.
-    #[arg(long, env = "TELLTALE_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "TELLTALE_HEADER_TIMEOUT_SECS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub header_timeout_secs: u64,
 
     /// Seconds after which an instance that stopped reporting itself (every second) no longer
     /// holds up erasures: a deletion completes once every instance seen within this time has
     /// purged its write-ahead log of the session.
-    #[arg(long, env = "TELLTALE_INSTANCE_LEASE_SECS", default_value_t = 30)]
+    #[arg(
+        long,
+        env = "TELLTALE_INSTANCE_LEASE_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub instance_lease_secs: u64,
 
     /// Integration API requests per key per rolling minute.
@@ -274,7 +300,8 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "TELLTALE_COMPACTION_TARGET_ROWS",
-        default_value_t = 2_000_000
+        default_value_t = 2_000_000,
+        value_parser = clap::value_parser!(u64).range(2..)
     )]
     pub compaction_target_rows: u64,
 
@@ -300,7 +327,8 @@ pub struct ScoringArgs {
     #[arg(
         long,
         env = "TELLTALE_SCORING_CHUNK_SESSIONS",
-        default_value_t = 50_000
+        default_value_t = 50_000,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
     )]
     pub scoring_chunk_sessions: usize,
 
@@ -308,7 +336,8 @@ pub struct ScoringArgs {
     #[arg(
         long,
         env = "TELLTALE_SCORING_MAX_EVENTS_PER_PASS",
-        default_value_t = 12_000_000
+        default_value_t = 12_000_000,
+        value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub scoring_max_events_per_pass: u64,
 
@@ -318,7 +347,12 @@ pub struct ScoringArgs {
 
     /// Seconds a worker's hold on a run lasts without renewal; renewed every third of it. When
     /// an instance dies, another takes its runs over once this has passed.
-    #[arg(long, env = "TELLTALE_SCORING_LEASE_SECS", default_value_t = 30)]
+    #[arg(
+        long,
+        env = "TELLTALE_SCORING_LEASE_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub scoring_lease_secs: u64,
 }
 

@@ -38,8 +38,8 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     lake.set_retention(Duration::from_secs(args.lake_retention_secs));
     let instance = instance_id(storage)?;
     let mut config = IngestConfig::new(instance.clone(), storage.data_dir.join("wal"));
-    config.flush_interval = Duration::from_millis(args.flush_interval_ms.max(100));
-    config.flush_bytes = args.flush_bytes.max(64 * 1024);
+    config.flush_interval = Duration::from_millis(args.flush_interval_ms);
+    config.flush_bytes = args.flush_bytes;
     config.max_buffered_bytes = config
         .max_buffered_bytes
         .max(config.flush_bytes.saturating_mul(4));
@@ -58,7 +58,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         lake.clone(),
         Some(ingestor.clone()),
         instance.clone(),
-        Duration::from_secs(args.instance_lease_secs.max(1)),
+        Duration::from_secs(args.instance_lease_secs),
     );
     let deletion_worker = deletions.spawn();
     let log_purger = deletions.spawn_purger();
@@ -69,7 +69,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
             instance,
             Duration::from_secs(args.compaction_interval_secs),
             lake::compaction::CompactionConfig {
-                target_rows: args.compaction_target_rows.max(2),
+                target_rows: args.compaction_target_rows,
             },
             Duration::from_secs(args.lake_retention_secs),
         )
@@ -78,7 +78,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     // Resumes this instance's runs a crash interrupted at once, and later any run whose worker
     // stopped renewing its lease.
     let janitor = scoring.spawn_janitor(
-        RUN_JANITOR_PERIOD.min(Duration::from_secs(args.scoring.scoring_lease_secs.max(1))),
+        RUN_JANITOR_PERIOD.min(Duration::from_secs(args.scoring.scoring_lease_secs)),
     );
 
     let listener = tokio::net::TcpListener::bind(args.bind)
@@ -99,7 +99,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         collector_survey_rate: args.collector_survey_rate,
         collector_new_sessions_per_minute: args.collector_new_sessions_per_minute,
         collector_bytes_in_flight: args.collector_bytes_in_flight,
-        body_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
+        body_timeout: Duration::from_secs(args.body_timeout_secs),
         trust_forwarded_for: args.trust_forwarded_for,
     };
     let review_secret =
@@ -133,7 +133,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
         app,
         crate::http_serve::ConnectionLimits {
             max_connections: args.max_connections,
-            header_timeout: Duration::from_secs(args.header_timeout_secs.max(1)),
+            header_timeout: Duration::from_secs(args.header_timeout_secs),
         },
         stopped,
         SHUTDOWN_GRACE,

@@ -215,3 +215,42 @@ async fn a_first_start_that_cannot_bind_shows_no_key_and_the_next_start_does() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn settings_below_their_minimum_are_refused_when_parsed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().to_str().expect("utf-8 path").to_owned();
+    for (flag, value, range) in [
+        ("--flush-interval-ms", "50", "100.."),
+        ("--flush-bytes", "1000", "65536.."),
+        ("--body-timeout-secs", "0", "1.."),
+        ("--header-timeout-secs", "0", "1.."),
+        ("--instance-lease-secs", "0", "1.."),
+        ("--compaction-target-rows", "1", "2.."),
+        ("--scoring-chunk-sessions", "0", "1.."),
+        ("--scoring-max-events-per-pass", "0", "1.."),
+        ("--scoring-lease-secs", "0", "1.."),
+    ] {
+        let output = std::process::Command::new(crate::harness::BIN)
+            .args([
+                "serve",
+                "--bind",
+                "127.0.0.1:0",
+                "--data-dir",
+                &data_dir,
+                flag,
+                value,
+            ])
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .expect("run telltale serve");
+        assert_eq!(output.status.code(), Some(2), "{flag} {value}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(flag) && stderr.contains(range),
+            "{flag} {value}: {stderr}"
+        );
+    }
+    // Nothing was started or created.
+    assert!(!dir.path().join("catalog.db").exists());
+}
