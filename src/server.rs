@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use catalog::Scope;
 use ingest::{IngestConfig, Ingestor};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::cli::{ServeArgs, StorageArgs};
 use crate::http::{self, AppState, Limits};
@@ -80,6 +81,14 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     let janitor = scoring.spawn_janitor(
         RUN_JANITOR_PERIOD.min(Duration::from_secs(args.scoring.scoring_lease_secs)),
     );
+    // The background tasks stop when this is dropped: at shutdown, before the final flush, or
+    // at once when the start fails further down.
+    let background: Vec<AbortOnDropHandle<()>> =
+        [Some(janitor), Some(deletion_worker), log_purger, compactor]
+            .into_iter()
+            .flatten()
+            .map(AbortOnDropHandle::new)
+            .collect();
 
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
@@ -143,14 +152,7 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     // Runs in progress stay `running` with this instance as owner: the next start resumes
     // them (or another instance once the lease expires).
     // An erasure or compaction cut short is repeated from the start after the next start.
-    janitor.abort();
-    deletion_worker.abort();
-    if let Some(purger) = log_purger {
-        purger.abort();
-    }
-    if let Some(compactor) = compactor {
-        compactor.abort();
-    }
+    drop(background);
     tracing::info!("shutting down: flushing buffered events");
     let report = ingestor.shutdown().await.context("final flush")?;
     tracing::info!(
