@@ -19,6 +19,12 @@ pub enum LakeError {
     Schema(String),
     #[error("a commit lost {0} races in a row")]
     Contended(usize),
+    #[error("the retention {0:?} is too long to count")]
+    RetentionOutOfRange(std::time::Duration),
+    #[error("the table's log has no commit time for version {0}")]
+    NoCommitTime(u64),
+    #[error("the commit time {0} ms of the table's log is out of range")]
+    CommitTimeOutOfRange(i64),
     #[error(
         "the lake at {0} holds events folders without a Delta log: it was written by a version \
          before the lake's tables were Delta tables and needs a fresh start (docs/lake.md)"

@@ -36,7 +36,7 @@ impl Table {
             table.clone()
         };
         let retention = chrono::Duration::from_std(retention)
-            .map_err(|error| LakeError::Schema(format!("retention out of range: {error}")))?;
+            .map_err(|_| LakeError::RetentionOutOfRange(retention))?;
         let (_, metrics) = table
             .vacuum()
             .with_retention_period(retention)

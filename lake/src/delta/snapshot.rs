@@ -78,9 +78,9 @@ impl Table {
         let millis = table
             .snapshot()?
             .version_timestamp(version)
-            .ok_or_else(|| LakeError::Schema(format!("no commit time for version {version}")))?;
+            .ok_or(LakeError::NoCommitTime(version))?;
         chrono::DateTime::from_timestamp_millis(millis)
-            .ok_or_else(|| LakeError::Schema(format!("commit time {millis} out of range")))
+            .ok_or(LakeError::CommitTimeOutOfRange(millis))
     }
 
     /// Whether the table's first commit is later than `time`.
