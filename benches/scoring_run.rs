@@ -30,6 +30,7 @@ use scorer::synthetic::{Behaviour, Rng, session};
 use serde_json::{Value, json};
 
 mod common;
+use common::load::percentile;
 use common::{
     Server, env_number, metric_value, provision, scrape_metrics, start_server, watch_rss,
 };
@@ -304,14 +305,6 @@ print(time.perf_counter() - start, len(rows))
     let seconds: f64 = parts.next().context("seconds")?.parse()?;
     let sessions: u64 = parts.next().context("rows")?.parse()?;
     Ok((seconds, sessions))
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index].as_secs_f64() * 1000.0
 }
 
 /// Delta commits per table (count, seconds in all) from the server's `/metrics`; `None` from a

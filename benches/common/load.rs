@@ -113,7 +113,8 @@ pub(crate) fn identifier(worker: usize, serial: u64, batches_per_session: u64) -
     )
 }
 
-/// The `p`-quantile of sorted latencies, in milliseconds.
+/// The `p`-quantile of sorted latencies (nearest rank), in milliseconds: the one definition
+/// every benchmark reports.
 pub(crate) fn percentile(latencies: &[Duration], p: f64) -> f64 {
     if latencies.is_empty() {
         return f64::NAN;
