@@ -201,9 +201,25 @@ async fn tampered_expired_foreign_and_erased_links_are_404() {
         let client = server.client().clone();
         async move { send(client.get(url)).await }
     };
-    // Links of sessions the lake has: wait for the flush.
+    // Links of sessions the catalog and the lake have: wait for the statistics (every 200 ms)
+    // and the flush.
+    for reference in &references[1..] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while create_link(&server, &key, &survey.survey_id, reference, None)
+            .await
+            .status
+            != 201
+        {
+            assert!(std::time::Instant::now() < deadline, "{reference} never linked");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
     let url = loop {
         let reply = create_link(&server, &key, &survey.survey_id, &references[0], None).await;
+        if reply.status == 404 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
         assert_eq!(reply.status, 201, "{}", reply.text);
         let url = reply.json()["data"]["url"]
             .as_str()
