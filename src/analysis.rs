@@ -106,7 +106,7 @@ pub async fn compact(
     }
     let owner = lake::rewrite::command_line_owner();
     let config = lake::compaction::CompactionConfig {
-        target_rows: target_rows,
+        target_rows,
     };
     let report =
         lake::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;

@@ -210,7 +210,10 @@ async fn tampered_expired_foreign_and_erased_links_are_404() {
             .status
             != 201
         {
-            assert!(std::time::Instant::now() < deadline, "{reference} never linked");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{reference} never linked"
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
