@@ -105,9 +105,7 @@ pub async fn compact(
         bail!("no survey {survey} in this catalog");
     }
     let owner = lake::rewrite::command_line_owner();
-    let config = lake::compaction::CompactionConfig {
-        target_rows,
-    };
+    let config = lake::compaction::CompactionConfig { target_rows };
     let report =
         lake::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;
     if json {
