@@ -3,7 +3,7 @@ use super::*;
 #[test]
 fn the_built_in_model_loads_and_uses_the_documented_bands() {
     let model = Model::default_model().expect("built-in model");
-    assert_eq!(model.version, "telltale-v3");
+    assert_eq!(model.version, "telltale-v4");
     assert_eq!(model.band(29.99), BAND_AUTOMATION);
     assert_eq!(model.band(30.0), BAND_REVIEW);
     assert_eq!(model.band(69.99), BAND_REVIEW);
@@ -42,19 +42,25 @@ fn scorecard_bins_are_half_open_so_each_value_falls_in_exactly_one() {
 }
 
 #[test]
-fn under_the_trained_model_no_evidence_scores_its_bias() {
+fn under_the_trained_model_too_little_behaviour_is_a_review_that_says_so() {
     let model = Model::default_model().expect("model");
     assert!(!model.trees.is_empty());
+    assert!(
+        !model.evidence.is_empty(),
+        "the built-in model gates on evidence"
+    );
     let score = model.score(&Features::unmeasured());
-    let expected = (100.0 / (1.0 + (-model.bias).exp()) * 100.0).round() / 100.0;
-    assert_eq!(score.human_score_percent, expected);
+    let middle = (model.bands.review_from + model.bands.human_from) / 2.0;
+    assert!(score.human_score_percent <= middle, "{score:?}");
     assert_eq!(score.band, BAND_REVIEW, "no evidence is not a verdict");
-    assert!(score.reasons.is_empty());
-    // One measured tree feature is evidence: the trees speak again.
+    let first = score.reasons.first().expect("a reason").describe();
+    assert!(first.starts_with("too little behaviour: 0 "), "{first}");
+    // Key timing alone, however human, never makes a session human-like.
     let mut features = Features::unmeasured();
     features.key_flight_mean_ms = 180.0;
     features.key_hold_mean_ms = 95.0;
-    assert!(!model.score(&features).reasons.is_empty());
+    features.key_presses = 400.0;
+    assert_ne!(model.score(&features).band, BAND_HUMAN);
 }
 
 #[test]
@@ -245,10 +251,12 @@ fn the_laid_out_walk_adds_what_a_walk_over_the_nodes_adds() {
             .collect();
         let split_values = model.split_values(&values);
         let (mut z, mut effects) = (0.125, vec![0.0; values.len()]);
-        model
-            .resolved
-            .layout
-            .walk(&split_values, &[true], &mut z, &mut effects);
+        model.resolved.layout.walk(
+            &split_values,
+            &vec![true; model.evidence.len() + 1],
+            &mut z,
+            &mut effects,
+        );
 
         let (mut expected_z, mut expected) = (0.125, vec![0.0; values.len()]);
         for tree in &model.trees {
@@ -561,4 +569,28 @@ fn bad_human_ranges_are_refused() {
             "{why}: {error}"
         );
     }
+}
+
+/// From telltale-v4: a deviation split whose threshold is a TRAIN session's own deviation. The
+/// session must go left (`<=`), as it did in training: every number of the file has to parse to
+/// exactly the f64 the trainer wrote (serde_json's `float_roundtrip`).
+#[test]
+fn a_model_files_numbers_parse_exactly_so_a_split_at_a_training_value_goes_left() {
+    let json = r#"{"version":"t","description":"","bias":0,
+        "bands":{"review_from":30,"human_from":70},"terms":[],
+        "deviations":[{"feature":"movement_peak_time","centre":0.2692307692307693,"scale":0.12457866710584109}],
+        "trees":[{"nodes":[
+            {"feature":"movement_peak_time","threshold":1.317260554434603,"missing":"left",
+             "left":1,"right":2,"value":0,"deviation":true},
+            {"leaf":1},{"leaf":-1}]}]}"#;
+    let model = Model::from_json(json).expect("model");
+    assert_eq!(model.deviations[0].centre, 0.269_230_769_230_769_3);
+    assert_eq!(model.deviations[0].scale, 0.124_578_667_105_841_09);
+    let mut features = Features::unmeasured();
+    features.movement_peak_time = 0.433_333_333_333_333_35;
+    let index = Features::NAMES
+        .iter()
+        .position(|name| *name == "movement_peak_time")
+        .expect("feature");
+    assert_eq!(model.contributions(&features)[index], 1.0);
 }
