@@ -202,7 +202,7 @@ async fn every_bot_generator_fills_in_the_demo_survey_through_the_real_embed() {
         .await;
     for row in &looked_up {
         assert_eq!(
-            row["modelVersion"], "telltale-v3",
+            row["modelVersion"], "telltale-v4",
             "the trained model is the default: {row}"
         );
     }

@@ -34,7 +34,7 @@ pub use file::{Bands, Deviation, Evidence, HumanRange, Node, Side, Term, Transfo
 use walk::{Layout, SplitRead};
 
 /// The model shipped with the binary; `modelVersion` is its `version`.
-pub const DEFAULT_MODEL_JSON: &str = include_str!("../../models/telltale-v3.json");
+pub const DEFAULT_MODEL_JSON: &str = include_str!("../../models/telltale-v4.json");
 
 /// The hand-set model that preceded training (weights chosen from what each feature means, no
 /// bias): tests of features and of how tells move a score use it, since its terms are fixed by
