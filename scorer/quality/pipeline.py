@@ -268,6 +268,7 @@ def red_team(server: Server, tracking_key: str, count: int) -> list[dict]:
     if count <= 0 or not (REDTEAM / "run.js").exists():
         return []
     subprocess.run(["npm", "ci", "--prefix", str(REDTEAM), "--silent", "--no-audit", "--no-fund"], check=True)
+    ensure_redteam_python()
     labels = []
     for tool in REDTEAM_TOOLS:
         log(f"red team {tool}: seeds 1-{count}")
@@ -290,6 +291,26 @@ def red_team(server: Server, tracking_key: str, count: int) -> list[dict]:
         if result.returncode != 0:
             log(f"  {tool} exited {result.returncode}: {result.stderr[-300:]}")
     return labels
+
+
+def ensure_redteam_python() -> None:
+    """Installs the red team's Python families' packages (redteam/requirements.txt) when one is
+    missing: on a fresh machine three of the seven families failed without them. Browsers are
+    never downloaded (Debian's Chromium is used); `xvfb-run` must be there for two families."""
+    modules = ("selenium", "humancursor", "playwright", "playwright_stealth", "oxymouse", "nodriver", "pyclick")
+    import importlib.util
+
+    # Found, not imported: pyclick imports PyAutoGUI, which needs a display.
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        log(f"installing the red team's Python packages (missing: {', '.join(missing)})")
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                   "-r", str(REDTEAM / "requirements.txt")]
+        env = {**os.environ, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+        if subprocess.run(command, env=env).returncode != 0:
+            subprocess.run(command + ["--break-system-packages"], env=env, check=True)
+    if subprocess.run(["sh", "-c", "command -v xvfb-run"], capture_output=True).returncode != 0:
+        log("xvfb-run is missing (apt-get install -y xvfb): selenium-humancursor and xvfb-pyclick will fail")
 
 
 def load_labels(work: Path) -> dict[str, dict]:
