@@ -643,47 +643,43 @@ pub fn replay_position(points: &[[i64; 3]], t: i64) -> Option<(f64, f64)> {
 
 /// Decodes one `events` batch's rows into `rows`.
 fn decode(batch: &RecordBatch, rows: &mut Vec<Row>) -> Result<(), EvidenceError> {
+    // Every column is cast to one plain type: the lake's dictionaries, or whatever a reader
+    // gives, read alike. A column the batch lacks reads as all nulls.
+    let cast = |name: &str, to: DataType| -> Result<ArrayRef, EvidenceError> {
+        Ok(match batch.column_by_name(name) {
+            Some(array) => arrow::compute::cast(array, &to)?,
+            None => arrow::array::new_null_array(&to, batch.num_rows()),
+        })
+    };
     let strings = |name: &str| -> Result<Vec<Option<String>>, EvidenceError> {
-        let Some(array) = batch.column_by_name(name) else {
-            return Ok(vec![None; batch.num_rows()]);
-        };
-        let utf8 = arrow::compute::cast(array, &DataType::Utf8)?;
-        Ok(utf8
+        let array = cast(name, DataType::Utf8)?;
+        Ok(array
             .as_string::<i32>()
             .iter()
             .map(|value| value.map(str::to_owned))
             .collect())
     };
     let ints = |name: &str| -> Result<Vec<Option<i32>>, EvidenceError> {
-        let Some(array) = batch.column_by_name(name) else {
-            return Ok(vec![None; batch.num_rows()]);
-        };
-        let cast = arrow::compute::cast(array, &DataType::Int32)?;
-        Ok(cast.as_primitive::<Int32Type>().iter().collect())
+        Ok(cast(name, DataType::Int32)?
+            .as_primitive::<Int32Type>()
+            .iter()
+            .collect())
     };
     let floats = |name: &str| -> Result<Vec<Option<f64>>, EvidenceError> {
-        let Some(array) = batch.column_by_name(name) else {
-            return Ok(vec![None; batch.num_rows()]);
-        };
-        let cast = arrow::compute::cast(array, &DataType::Float64)?;
-        Ok(cast.as_primitive::<Float64Type>().iter().collect())
+        Ok(cast(name, DataType::Float64)?
+            .as_primitive::<Float64Type>()
+            .iter()
+            .collect())
     };
     let bools = |name: &str| -> Result<Vec<Option<bool>>, EvidenceError> {
-        let Some(array) = batch.column_by_name(name) else {
-            return Ok(vec![None; batch.num_rows()]);
-        };
-        let cast = arrow::compute::cast(array, &DataType::Boolean)?;
-        Ok(cast.as_boolean().iter().collect())
+        Ok(cast(name, DataType::Boolean)?.as_boolean().iter().collect())
     };
     let times = |name: &str| -> Result<Vec<Option<i64>>, EvidenceError> {
-        let array = batch
-            .column_by_name(name)
-            .ok_or_else(|| EvidenceError::Schema(name.to_owned()))?;
-        let cast = arrow::compute::cast(
-            array,
-            &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
-        )?;
-        Ok(cast
+        if batch.column_by_name(name).is_none() {
+            return Err(EvidenceError::Schema(name.to_owned()));
+        }
+        let utc = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+        Ok(cast(name, utc)?
             .as_primitive::<TimestampMillisecondType>()
             .iter()
             .collect())

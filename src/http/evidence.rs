@@ -65,12 +65,13 @@ pub async fn get_evidence(
     Ok(Json(EvidenceEnvelope { data: evidence }))
 }
 
-/// The evidence of `reference` in `survey`, or 404 when there is none to show.
-pub async fn session_evidence(
+/// The normalized reference and its linked identifiers, when it names a captured session whose
+/// deletion was not asked for; 404 otherwise (the evidence and the review links share this).
+pub async fn captured_session(
     state: &AppState,
     survey: &catalog::SurveyId,
     reference: &str,
-) -> Result<SessionEvidence, ApiError> {
+) -> Result<(String, Vec<String>), ApiError> {
     let not_found = || ApiError::NotFound("no session captured for this reference".to_owned());
     let reference = normalize_reference(reference).ok_or_else(not_found)?;
     if state
@@ -90,6 +91,16 @@ pub async fn session_evidence(
     if identifiers.is_empty() {
         return Err(not_found());
     }
+    Ok((reference, identifiers))
+}
+
+/// The evidence of `reference` in `survey`, or 404 when there is none to show.
+pub async fn session_evidence(
+    state: &AppState,
+    survey: &catalog::SurveyId,
+    reference: &str,
+) -> Result<SessionEvidence, ApiError> {
+    let (reference, identifiers) = captured_session(state, survey, reference).await?;
     let scorer = state.scoring.scorer();
     let evidence = scorer::evidence::read(
         &scorer.lake,
@@ -103,7 +114,9 @@ pub async fn session_evidence(
     .map_err(|error| ApiError::internal("reading the session's evidence failed", error))?;
     if evidence.timeline.event_count == 0 {
         // Linked, but nothing of it has reached the lake (or all of it was erased).
-        return Err(not_found());
+        return Err(ApiError::NotFound(
+            "no session captured for this reference".to_owned(),
+        ));
     }
     Ok(evidence)
 }

@@ -8,7 +8,7 @@ use scorer::synthetic::Behaviour;
 use serde_json::Value;
 
 use crate::harness::{Reply, TestServer, assert_error, new_uuid, send};
-use crate::scoring::{HAND_SET_MODEL, NO_API_LIMIT, post_session, start_run_ok, wait_finished};
+use crate::scoring::{HAND_SET_MODEL, NO_API_LIMIT, post_session};
 
 fn evidence_path(survey_id: &str, reference: &str) -> String {
     format!("/integrations/v1/surveys/{survey_id}/sessions/by-reference/{reference}/evidence")
@@ -55,14 +55,7 @@ async fn a_scored_sessions_evidence_replays_its_moves_and_matches_its_lookup() {
     let survey = server.provision_ok(&key, "evidence", "Evidence").await;
     let (reference, count, events) =
         crate::scoring::post_session_events(&server, &survey, Behaviour::Human, 7).await;
-    let run = start_run_ok(&server, &key, &survey.survey_id, None).await;
-    let run = wait_finished(
-        &server,
-        &key,
-        &survey.survey_id,
-        run["id"].as_str().expect("id"),
-    )
-    .await;
+    let run = server.run_scoring_to_end(&key, &survey.survey_id).await;
     assert_eq!(run["status"], "completed", "{run}");
 
     let reply = get_evidence(&server, &key, &survey.survey_id, &reference).await;

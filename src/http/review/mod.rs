@@ -18,14 +18,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use catalog::Scope;
 use hmac::{Hmac, Mac};
-use ingest::batch::normalize_reference;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use utoipa::ToSchema;
 
 use super::auth::Authenticated;
 use super::error::ErrorBody;
-use super::evidence::{EvidenceEnvelope, session_evidence};
+use super::evidence::{EvidenceEnvelope, captured_session, session_evidence};
 use super::integrations::owned_survey;
 use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
 
@@ -212,7 +211,7 @@ pub async fn create_link(
             "expiresInSeconds must be 1 to {MAX_LINK_SECS}, not {seconds}"
         )));
     }
-    let reference = existing_session(&state, &survey, &reference).await?;
+    let (reference, _) = captured_session(&state, &survey, &reference).await?;
     let expires = now_secs() + seconds;
     let signature = state
         .review_secret
@@ -232,31 +231,6 @@ pub async fn create_link(
             },
         }),
     ))
-}
-
-/// The normalized reference, when it names a captured session whose deletion was not asked for.
-async fn existing_session(
-    state: &AppState,
-    survey: &catalog::SurveyId,
-    reference: &str,
-) -> Result<String, ApiError> {
-    let not_found = || ApiError::NotFound("no session captured for this reference".to_owned());
-    let reference = normalize_reference(reference).ok_or_else(not_found)?;
-    let deleted = state
-        .catalog
-        .session_deletion(survey, &reference)
-        .await?
-        .is_some();
-    if deleted
-        || state
-            .catalog
-            .reference_identifiers(survey, &reference)
-            .await?
-            .is_empty()
-    {
-        return Err(not_found());
-    }
-    Ok(reference)
 }
 
 fn now_secs() -> u64 {
@@ -337,7 +311,7 @@ async fn page(
     Query(signed): Query<Signed>,
 ) -> Response {
     let checked = match check_link(&state, &survey_id, &reference, &signed) {
-        Ok(survey) => existing_session(&state, &survey, &reference)
+        Ok(survey) => captured_session(&state, &survey, &reference)
             .await
             .map(|_| ()),
         Err(error) => Err(error),
