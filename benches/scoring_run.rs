@@ -11,14 +11,18 @@
 //! 3. times DuckDB (Python package, 2 threads) computing plain per-session aggregates of
 //!    inter-event time (count, min, max, mean, standard deviation) over the same Parquet files,
 //!    and reports our time / DuckDB's;
-//! 4. erases one session (`DELETE .../sessions/by-reference/{reference}`, polled to
+//! 4. times `BENCH_EVIDENCE` (default 200) evidence requests for one 10-minute recording
+//!    (a synthetic person, its batches sent throughout the load, so its rows sit in many flush
+//!    files), before and after the compaction below: p50 and p99 latency;
+//! 5. erases one session (`DELETE .../sessions/by-reference/{reference}`, polled to
 //!    `completed`) from the flushed survey, compacts the survey with `telltale compact`
 //!    (events/s), and erases another session from the compacted survey: end-to-end times;
-//! 5. loads a second survey of `BENCH_LOOKUP_SESSIONS` (default 1 million) small sessions,
+//! 6. loads a second survey of `BENCH_LOOKUP_SESSIONS` (default 1 million) small sessions,
 //!    scores it, and times `BENCH_LOOKUPS` (default 2000) lookups of 100 random references:
 //!    p50 and p99 latency.
 //!
-//! Environment: `BENCH_EVENTS`, `BENCH_LOOKUP_SESSIONS`, `BENCH_LOOKUPS`, `BENCH_CONNECTIONS`
+//! Environment: `BENCH_EVENTS`, `BENCH_EVIDENCE`, `BENCH_LOOKUP_SESSIONS`, `BENCH_LOOKUPS`,
+//! `BENCH_CONNECTIONS`
 //! (default 16), `BENCH_SERVER_ARGS` (extra `serve` flags).
 
 use std::sync::Arc;
@@ -244,6 +248,11 @@ fn count_files(dir: &std::path::Path) -> usize {
         .count()
 }
 
+/// Parquet data files of the lake's table `kind`.
+fn files_in(data_dir: &tempfile::TempDir, kind: &str) -> usize {
+    count_files(&data_dir.path().join("lake").join(kind))
+}
+
 /// Bytes of the files under `dir`.
 fn folder_bytes(dir: &std::path::Path) -> u64 {
     files_under(dir).iter().map(|(_, size)| size).sum()
@@ -305,6 +314,117 @@ print(time.perf_counter() - start, len(rows))
     let seconds: f64 = parts.next().context("seconds")?.parse()?;
     let sessions: u64 = parts.next().context("rows")?.parse()?;
     Ok((seconds, sessions))
+}
+
+/// The reference of the long recording the evidence is timed on (not a generated one's form).
+const LONG_REFERENCE: &str = "10a1e5c0-0000-4000-8000-000000000600";
+
+/// A person's recording of at least ten minutes (questions added until its last event is
+/// 600 s after its first): the events' JSON texts.
+fn long_recording(t0: i64) -> Vec<String> {
+    let timestamp = |event: &str| -> i64 {
+        event
+            .split("\"timestamp\":")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|number| number.parse().ok())
+            .unwrap_or(t0)
+    };
+    let mut questions = 10;
+    loop {
+        let events = session(
+            Behaviour::Human,
+            LONG_REFERENCE,
+            LONG_REFERENCE,
+            t0,
+            questions,
+            600,
+        );
+        if events
+            .last()
+            .is_some_and(|last| timestamp(last) - t0 >= 600_000)
+        {
+            return events;
+        }
+        questions += 10;
+    }
+}
+
+/// Sends `events` as one session in batches of 50, one every `every`, as the embed sends a
+/// long recording while other respondents' batches arrive.
+async fn send_slowly(
+    client: reqwest::Client,
+    url: String,
+    events: Vec<String>,
+    every: Duration,
+) -> anyhow::Result<()> {
+    for chunk in events.chunks(50) {
+        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
+        loop {
+            let reply = client
+                .post(&url)
+                .header("content-type", "text/plain")
+                .body(body.clone())
+                .send()
+                .await?;
+            match reply.status().as_u16() {
+                201 => break,
+                503 => tokio::time::sleep(Duration::from_millis(100)).await,
+                status => bail!("collector answered {status} to the long recording"),
+            }
+        }
+        tokio::time::sleep(every).await;
+    }
+    Ok(())
+}
+
+/// Times `count` evidence requests for [`LONG_REFERENCE`]; prints p50, p99 and max.
+async fn time_evidence(
+    client: &reqwest::Client,
+    server: &Server,
+    survey: &str,
+    count: u64,
+    when: &str,
+) -> anyhow::Result<()> {
+    let url = format!(
+        "{}/integrations/v1/surveys/{survey}/sessions/by-reference/{LONG_REFERENCE}/evidence",
+        server.base
+    );
+    let mut latencies = Vec::with_capacity(count as usize);
+    let mut size = 0;
+    let mut points = 0;
+    for _ in 0..count {
+        let started = Instant::now();
+        let reply = client.get(&url).bearer_auth(&server.key).send().await?;
+        let status = reply.status();
+        let body = reply.bytes().await?;
+        latencies.push(started.elapsed());
+        if !status.is_success() {
+            bail!(
+                "evidence failed: {status} {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        size = body.len();
+        if points == 0 {
+            let evidence: Value = serde_json::from_slice(&body)?;
+            if evidence["data"]["score"].is_null() {
+                bail!("the long recording has no score: {evidence}");
+            }
+            points = evidence["data"]["timeline"]["eventCount"]
+                .as_u64()
+                .unwrap_or(0);
+        }
+    }
+    latencies.sort();
+    println!(
+        "  evidence of a 10-minute recording ({points} events, {:.0} kB) {when}, {count} requests: p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms  (target p99 <= 100)",
+        size as f64 / 1e3,
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        percentile(&latencies, 1.0)
+    );
+    Ok(())
 }
 
 /// Delta commits per table (count, seconds in all) from the server's `/metrics`; `None` from a
@@ -390,6 +510,19 @@ async fn main() -> anyhow::Result<()> {
     // The collector's and the flusher's memory under load (the flush size bounds the latter).
     let stop_load_rss = Arc::new(AtomicBool::new(false));
     let load_rss = watch_rss(pid, stop_load_rss.clone());
+    let long = long_recording(1_763_800_000_000);
+    let long_events = long.len() as u64;
+    // Spread over about the load's length (476 k events/s here), so that the recording's rows
+    // land in most of the flush files, as a real one's do.
+    let every = Duration::from_secs_f64(
+        (target_events as f64 / 450_000.0) / long.len().div_ceil(50) as f64,
+    );
+    let long_sender = tokio::spawn(send_slowly(
+        client.clone(),
+        format!("{}/event/{tracking_key}/{LONG_REFERENCE}", server.base),
+        long,
+        every,
+    ));
     let loading = Instant::now();
     let (sessions, events, throughput_references) = load_survey(
         &client,
@@ -400,6 +533,8 @@ async fn main() -> anyhow::Result<()> {
         move |_, events| events >= target_events,
     )
     .await?;
+    long_sender.await??;
+    let (sessions, events) = (sessions + 1, events + long_events);
     let load_time = loading.elapsed();
     println!(
         "scoring_run: loaded {sessions} sessions, {events} events through the collector in {:.1} s ({:.0} events/s)",
@@ -459,16 +594,24 @@ async fn main() -> anyhow::Result<()> {
         seconds / duck_seconds
     );
 
-    // 4. Erasure of one session, before and after compaction.
+    // 4. Evidence of the long recording (5. times it again after compaction).
+    let evidence_requests = env_number::<u64>("BENCH_EVIDENCE", 200);
+    time_evidence(
+        &client,
+        &server,
+        &survey,
+        evidence_requests,
+        &format!("from {} files", files_in(&data_dir, "events")),
+    )
+    .await?;
+
+    // 5. Erasure of one session, before and after compaction.
     let mut rng = Rng::new(11);
     let mut pick = || {
         throughput_references[(rng.next_u64() % throughput_references.len() as u64) as usize]
             .clone()
     };
-    let files = |kind: &str| {
-        let dir = data_dir.path().join("lake").join(kind);
-        count_files(&dir)
-    };
+    let files = |kind: &str| files_in(&data_dir, kind);
     println!(
         "  lake before compaction: {} events files, {} scores files, {} features files",
         files("events"),
@@ -517,7 +660,16 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    // 5. Lookup on a survey of many scored sessions.
+    time_evidence(
+        &client,
+        &server,
+        &survey,
+        evidence_requests,
+        &format!("after compaction, {} files", files_in(&data_dir, "events")),
+    )
+    .await?;
+
+    // 6. Lookup on a survey of many scored sessions.
     if lookup_sessions > 0 {
         let (survey, tracking_key) = provision(&client, &server, "bench-lookup").await?;
         let loading = Instant::now();

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use datafusion::catalog::TableProvider;
+use datafusion::config::TableParquetOptions;
 use datafusion::datasource::empty::EmptyTable;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
@@ -69,6 +70,30 @@ impl LakeQuery {
         schema: SchemaRef,
         paths: &[String],
     ) -> Result<Arc<dyn TableProvider>, QueryError> {
+        self.table_with(schema, paths, TableParquetOptions::default())
+    }
+
+    /// [`LakeQuery::table`] for a query that keeps a few rows of many (one session's): its
+    /// filters are evaluated while decoding (`pushdown_filters`), so only the filter's columns
+    /// are decoded whole and the other columns' pages without a kept row are skipped. A scan
+    /// that keeps most rows is faster without it.
+    pub fn selective_table(
+        &self,
+        schema: SchemaRef,
+        paths: &[String],
+    ) -> Result<Arc<dyn TableProvider>, QueryError> {
+        let mut options = TableParquetOptions::default();
+        options.global.pushdown_filters = true;
+        options.global.reorder_filters = true;
+        self.table_with(schema, paths, options)
+    }
+
+    fn table_with(
+        &self,
+        schema: SchemaRef,
+        paths: &[String],
+        options: TableParquetOptions,
+    ) -> Result<Arc<dyn TableProvider>, QueryError> {
         if paths.is_empty() {
             return Ok(Arc::new(EmptyTable::new(schema)));
         }
@@ -81,8 +106,8 @@ impl LakeQuery {
                 Ok(ListingTableUrl::parse(format!("{LAKE_URL}{path}"))?)
             })
             .collect::<Result<Vec<_>, QueryError>>()?;
-        let options =
-            ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        let format = ParquetFormat::default().with_options(options);
+        let options = ListingOptions::new(Arc::new(format)).with_file_extension(".parquet");
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(options)
             .with_schema(schema);

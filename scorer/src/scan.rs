@@ -41,6 +41,10 @@ const COLUMNS: &[&str] = &[
     "payload",
 ];
 
+/// Columns of `events` one session's evidence reads besides the features' [`COLUMNS`]. Each
+/// column read costs every file a column reader (and its codec) even where one page is kept.
+const TIMELINE_COLUMNS: &[&str] = &["pointer_type", "field"];
+
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
     #[error(transparent)]
@@ -103,8 +107,8 @@ pub async fn scan_traces(
 }
 
 /// Scans one session's rows (those whose `session_id` is one of `identifiers`) out of `files`:
-/// its trace, in time order, as the features read it, and the rows themselves with every
-/// column, for the evidence view. The files are sorted by session, so the filter skips the
+/// its trace, in time order, as the features read it, and the rows themselves (the features'
+/// and the timeline's columns), for the evidence view. The files are sorted by session, so the filter skips the
 /// row groups and pages whose statistics rule the identifiers out.
 pub async fn scan_session(
     query: &LakeQuery,
@@ -117,11 +121,18 @@ pub async fn scan_session(
     if identifiers.is_empty() || files.is_empty() {
         return Ok((trace, Vec::new()));
     }
-    let table = query.table(lake::tables::EVENTS_SCHEMA.clone(), files)?;
+    let table = query.selective_table(lake::tables::EVENTS_SCHEMA.clone(), files)?;
     let wanted = identifiers.iter().map(|id| lit(id.as_str())).collect();
     let batches = query
         .context()
         .read_table(table)?
+        .select_columns(
+            &COLUMNS
+                .iter()
+                .chain(TIMELINE_COLUMNS)
+                .copied()
+                .collect::<Vec<_>>(),
+        )?
         .filter(col("session_id").in_list(wanted, false))?
         .collect()
         .await?;

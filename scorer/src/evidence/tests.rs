@@ -7,7 +7,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 
 use super::*;
-use crate::trace::Environment;
+use crate::trace::{Environment, SessionTrace};
 
 /// One hand-made event: `(ms, type, x, y, pointer type, key class, input type, length)`.
 type Event = (
