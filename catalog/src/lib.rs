@@ -77,13 +77,11 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything the rest of Telltale asks of its system of record.
+/// Organizations, their integration keys (stored as hashes) and the per-key request limit.
 ///
 /// Every method is one transaction: callers never see a half-applied change.
 #[async_trait]
-pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
-    // --- organizations and keys ---
-
+pub trait Organizations: Send + Sync {
     async fn create_organization(&self, name: &str) -> Result<Organization>;
 
     /// Soft-deletes an organization; its keys stop authorizing anything. Returns false when the
@@ -91,9 +89,6 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
     async fn delete_organization(&self, id: &OrganizationId) -> Result<bool>;
 
     async fn count_organizations(&self) -> Result<u64>;
-
-    /// One round trip to the database (`SELECT 1`), for readiness checks.
-    async fn ping(&self) -> Result<()>;
 
     /// Organizations that are not deleted, oldest first.
     async fn list_organizations(&self) -> Result<Vec<Organization>>;
@@ -113,7 +108,7 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Whether the integration API's per-key limit is counted in this catalog, because any
     /// number of instances may share it (PostgreSQL). When false (SQLite: one machine), the
-    /// server counts in process and never calls [`Catalog::admit_api_request`], sparing a
+    /// server counts in process and never calls [`Organizations::admit_api_request`], sparing a
     /// durable write per request.
     fn counts_api_requests(&self) -> bool;
 
@@ -130,9 +125,14 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
     /// unknown or revoked key or a wrong secret.
     async fn authenticate(&self, secret: &IntegrationKeySecret)
     -> Result<Option<AuthenticatedKey>>;
+}
 
-    // --- surveys ---
-
+/// Surveys, the sessions the collector saw in them (per-identifier statistics, the log
+/// consumers' watermarks) and the reads by reference.
+///
+/// Every method is one transaction: callers never see a half-applied change.
+#[async_trait]
+pub trait Surveys: Send + Sync {
     /// Creates the survey or renames it; the survey id and tracking key never change.
     async fn provision_survey(
         &self,
@@ -148,8 +148,6 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
 
     async fn survey_by_tracking_key(&self, tracking_key: &TrackingKey) -> Result<Option<SurveyId>>;
 
-    // --- write-ahead log consumers ---
-
     /// The last log sequence number `consumer` of `instance` has durably applied (0 if none).
     async fn wal_watermark(&self, instance: &str, consumer: WalConsumer) -> Result<u64>;
 
@@ -160,8 +158,6 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         through_lsn: u64,
         deltas: &[SessionDelta],
     ) -> Result<()>;
-
-    // --- reads ---
 
     /// One summary per reference that has a captured session or a score (in no given order).
     async fn lookup_sessions(
@@ -177,11 +173,19 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         identifiers: &[String],
     ) -> Result<Vec<(String, String)>>;
 
-    /// Tombstones with an id above `after`, oldest first.
-    async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>>;
+    /// Every identifier linked to the reference in the survey.
+    async fn reference_identifiers(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Vec<String>>;
+}
 
-    // --- scoring ---
-
+/// Scoring runs: starting, claiming and fencing them, their progress, and the scores they record.
+///
+/// Every method is one transaction: callers never see a half-applied change.
+#[async_trait]
+pub trait Runs: Send + Sync {
     /// Starts a run unless one is active for the survey. Returns the new run and `true`, or the
     /// active run and `false`. The catalog enforces one active run per survey, so concurrent
     /// starts (on any number of instances) create one run.
@@ -248,8 +252,15 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Whether a scoring run is active on the survey.
     async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool>;
+}
 
-    // --- deletion ---
+/// Session deletions, their claims, and the tombstones that keep an erased session erased.
+///
+/// Every method is one transaction: callers never see a half-applied change.
+#[async_trait]
+pub trait Deletions: Send + Sync {
+    /// Tombstones with an id above `after`, oldest first.
+    async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>>;
 
     /// Tombstones the reference and records a pending deletion, in one transaction, or returns
     /// the deletion that exists. A `failed` deletion requested again starts over as `pending`
@@ -296,18 +307,25 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         owner: &str,
     ) -> Result<bool>;
 
-    /// Every identifier linked to the reference in the survey.
-    async fn reference_identifiers(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-    ) -> Result<Vec<String>>;
-
     /// Adds identifiers to the tombstone (hashes, see [`TombstonedIdentifier`]).
     async fn tombstone_identifiers(&self, survey: &SurveyId, hashes: &[String]) -> Result<()>;
 
     /// Tombstoned identifiers with an id above `after`, oldest first.
     async fn tombstoned_identifiers_after(&self, after: i64) -> Result<Vec<TombstonedIdentifier>>;
+
+    /// Deletes a session's rows (the statistics of its identifiers, its score) and adds its
+    /// identifiers to the tombstone (as hashes), in one transaction. Repeatable.
+    async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()>;
+}
+
+/// The instances sharing the catalog, the work they split (compaction claims), and the
+/// backend's own upkeep (readiness, scrubbing, checkpoints).
+///
+/// Every method is one transaction: callers never see a half-applied change.
+#[async_trait]
+pub trait Fleet: Send + Sync {
+    /// One round trip to the database (`SELECT 1`), for readiness checks.
+    async fn ping(&self) -> Result<()>;
 
     /// Records that the serving instance is alive at `now` and has purged its write-ahead log
     /// after loading every tombstone up to id `purged_through` (never lowered).
@@ -321,12 +339,6 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
         reference: &str,
         seen_since: i64,
     ) -> Result<Vec<String>>;
-
-    // --- erasure and compaction ---
-
-    /// Deletes a session's rows (the statistics of its identifiers, its score) and adds its
-    /// identifiers to the tombstone (as hashes), in one transaction. Repeatable.
-    async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()>;
 
     /// Takes the compaction of one partition (a survey's events files of one date, `""` for
     /// none) for `owner` for `lease_ms`, unless another worker holds it. Instances sharing a
@@ -357,6 +369,26 @@ pub trait Catalog: Send + Sync + std::fmt::Debug + 'static {
     /// prevents it right now; returns whether it did (for SQLite: a `TRUNCATE` checkpoint, so
     /// reads stop going through the write-ahead log, see `SqliteCatalog::checkpoint`).
     async fn checkpoint(&self) -> Result<bool>;
+}
+
+/// Everything the rest of Telltale asks of its system of record, one role trait at a time:
+/// [`Organizations`], [`Surveys`], [`Runs`], [`Deletions`] and [`Fleet`]. Both backends
+/// implement every role. Callers hold an `Arc<dyn Catalog>`, on which every role's methods can
+/// be called; code that names a backend brings the roles into scope with
+/// `use catalog::prelude::*`.
+pub trait Catalog:
+    Organizations + Surveys + Runs + Deletions + Fleet + std::fmt::Debug + 'static
+{
+}
+
+impl<T> Catalog for T where
+    T: Organizations + Surveys + Runs + Deletions + Fleet + std::fmt::Debug + 'static
+{
+}
+
+/// The catalog trait and its roles, for callers of its methods.
+pub mod prelude {
+    pub use crate::{Catalog, Deletions, Fleet, Organizations, Runs, Surveys};
 }
 
 /// Opens the catalog a URL names: `sqlite://PATH` (created when missing) or

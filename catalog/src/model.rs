@@ -295,7 +295,7 @@ pub struct TombstonedIdentifier {
     pub identifier_sha256: String,
 }
 
-/// What a session's erasure removes from the catalog (see [`Catalog::erase_session_rows`](crate::Catalog::erase_session_rows)).
+/// What a session's erasure removes from the catalog (see [`Deletions::erase_session_rows`](crate::Deletions::erase_session_rows)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionErasure {
     pub survey_id: SurveyId,
@@ -326,7 +326,7 @@ pub enum ApiAdmission {
     },
 }
 
-/// The answer to a compaction claim ([`crate::Catalog::claim_compaction`]).
+/// The answer to a compaction claim ([`crate::Fleet::claim_compaction`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CompactionClaim {
     Claimed,

@@ -14,7 +14,7 @@
 //!   take one advisory lock, so ids become visible in the order they were drawn and a poller
 //!   never skips one that commits late;
 //! - the integration API's per-key limit is counted here for the whole fleet
-//!   ([`Catalog::admit_api_request`]).
+//!   ([`Organizations::admit_api_request`](crate::Organizations::admit_api_request)).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -34,18 +34,6 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 /// Advisory lock classes (the first half of a two-key advisory lock); class 2 is the API
 /// limit's, taken in `telltale_admit_api_request` (migration 0003).
 const LOCK_TOMBSTONE_IDS: i32 = 1;
-
-/// `identifier IN` a list bound as parameter 3, for the shared SQL (see [`bound_list`]).
-const IN_LIST_3: &str = "= ANY($3)";
-
-/// A list of strings as one bound parameter (see [`IN_LIST_3`]).
-fn bound_list(values: &[String]) -> &[String] {
-    values
-}
-
-/// Row locks for claims (see `shared`): a claim skips rows another instance is claiming
-/// instead of queueing behind it.
-const SKIP_LOCKED: &str = "FOR UPDATE SKIP LOCKED";
 
 #[derive(Debug, Clone)]
 pub struct PgCatalog {
@@ -67,25 +55,6 @@ impl PgCatalog {
         MIGRATOR.run(&pool).await?;
         Ok(Self { pool })
     }
-
-    async fn run_by_id(&self, id: &RunId) -> Result<Option<ScoringRun>> {
-        let row = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE id = $1"
-        ))
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(rows::scoring_run).transpose()
-    }
-}
-
-/// Serializes the inserts of tombstone rows (see the module docs) until the transaction ends.
-async fn lock_tombstone_ids(tx: &mut Tx<'_>) -> Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
-        .bind(LOCK_TOMBSTONE_IDS)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
 }
 
 async fn set_watermark(
@@ -102,29 +71,6 @@ async fn set_watermark(
     .bind(instance)
     .bind(consumer.as_str())
     .bind(to_i64(lsn))
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-async fn insert_tombstoned_identifiers(
-    tx: &mut Tx<'_>,
-    survey: &SurveyId,
-    hashes: &[String],
-    now: i64,
-) -> Result<()> {
-    if hashes.is_empty() {
-        return Ok(());
-    }
-    lock_tombstone_ids(tx).await?;
-    sqlx::query(
-        "INSERT INTO tombstoned_identifiers (survey_id, identifier_sha256, created_at)
-         SELECT $1::text, h, $3::int8 FROM unnest($2::text[]) AS h
-         ON CONFLICT (survey_id, identifier_sha256) DO NOTHING",
-    )
-    .bind(survey.as_str())
-    .bind(hashes)
-    .bind(now)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -160,7 +106,64 @@ fn merge_deltas(deltas: &[SessionDelta]) -> Vec<SessionDelta> {
     merged
 }
 
-crate::shared::impl_catalog!(PgCatalog, {
+/// What the shared SQL asks of this backend (see `shared`).
+impl PgCatalog {
+    /// Row locks for claims: a claim skips rows another instance is claiming
+    /// instead of queueing behind it.
+    const SKIP_LOCKED: &str = "FOR UPDATE SKIP LOCKED";
+
+    /// `identifier IN` a list bound as parameter 3, for the shared SQL (see [`bound_list`]).
+    const IN_LIST_3: &str = "= ANY($3)";
+
+    /// A list of strings as one bound parameter (see [`IN_LIST_3`]).
+    fn bound_list(values: &[String]) -> &[String] {
+        values
+    }
+
+    /// Serializes the inserts of tombstone rows (see the module docs) until the transaction ends.
+    async fn lock_tombstone_ids(tx: &mut Tx<'_>) -> Result<()> {
+        sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+            .bind(LOCK_TOMBSTONE_IDS)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn insert_tombstoned_identifiers(
+        tx: &mut Tx<'_>,
+        survey: &SurveyId,
+        hashes: &[String],
+        now: i64,
+    ) -> Result<()> {
+        if hashes.is_empty() {
+            return Ok(());
+        }
+        Self::lock_tombstone_ids(tx).await?;
+        sqlx::query(
+            "INSERT INTO tombstoned_identifiers (survey_id, identifier_sha256, created_at)
+             SELECT $1::text, h, $3::int8 FROM unnest($2::text[]) AS h
+             ON CONFLICT (survey_id, identifier_sha256) DO NOTHING",
+        )
+        .bind(survey.as_str())
+        .bind(hashes)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn run_by_id(&self, id: &RunId) -> Result<Option<ScoringRun>> {
+        let row = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE id = $1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::scoring_run).transpose()
+    }
+}
+
+crate::shared::impl_organizations!(PgCatalog, {
     fn counts_api_requests(&self) -> bool {
         true
     }
@@ -185,7 +188,9 @@ crate::shared::impl_catalog!(PgCatalog, {
             Some(wait_ms) => ApiAdmission::Refused { wait_ms },
         })
     }
+});
 
+crate::shared::impl_surveys!(PgCatalog, {
     async fn apply_session_stats(
         &self,
         instance: &str,
@@ -335,6 +340,22 @@ crate::shared::impl_catalog!(PgCatalog, {
             .collect()
     }
 
+    async fn reference_identifiers(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT identifier FROM sessions WHERE survey_id = $1 AND reference = $2",
+        )
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+});
+
+crate::shared::impl_runs!(PgCatalog, {
     async fn record_scores(
         &self,
         survey: &SurveyId,
@@ -414,7 +435,9 @@ crate::shared::impl_catalog!(PgCatalog, {
         tx.commit().await?;
         Ok(true)
     }
+});
 
+crate::shared::impl_deletions!(PgCatalog, {
     async fn set_back_deletion(
         &self,
         survey: &SurveyId,
@@ -467,27 +490,15 @@ crate::shared::impl_catalog!(PgCatalog, {
         row.as_ref().map(rows::deletion).transpose()
     }
 
-    async fn reference_identifiers(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-    ) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT identifier FROM sessions WHERE survey_id = $1 AND reference = $2",
-        )
-        .bind(survey.as_str())
-        .bind(reference)
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
     async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        crate::shared::erase_session_rows_in!(tx, erasure);
+        crate::shared::erase_session_rows_in!(PgCatalog, tx, erasure);
         tx.commit().await?;
         Ok(())
     }
+});
 
+crate::shared::impl_fleet!(PgCatalog, {
     async fn claim_compaction(
         &self,
         survey: &SurveyId,

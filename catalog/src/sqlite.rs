@@ -19,15 +19,6 @@ use crate::{Error, Result, now_millis};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
-/// Row locks for claims (see `shared`): none, SQLite has one writer at a time.
-const SKIP_LOCKED: &str = "";
-
-/// Tombstone ids need no lock here: SQLite commits one writer at a time, so ids become
-/// visible in the order they were drawn (PostgreSQL's counterpart takes an advisory lock).
-async fn lock_tombstone_ids(_tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<()> {
-    Ok(())
-}
-
 /// SQLite bounds the number of bound parameters per statement; lookups are at most 100
 /// references, but batched writes are chunked below this.
 const MAX_ROWS_PER_STATEMENT: usize = 500;
@@ -61,18 +52,6 @@ impl SqliteCatalog {
     }
 }
 
-impl SqliteCatalog {
-    async fn run_by_id(&self, id: &RunId) -> Result<Option<ScoringRun>> {
-        let row = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE id = ?"
-        ))
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(rows::scoring_run).transpose()
-    }
-}
-
 async fn set_watermark(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     instance: &str,
@@ -80,7 +59,7 @@ async fn set_watermark(
     lsn: u64,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO wal_watermarks (instance_id, consumer, lsn) VALUES (?, ?, ?)
+        "INSERT INTO wal_watermarks (instance_id, consumer, lsn) VALUES ($1, $2, $3)
          ON CONFLICT (instance_id, consumer) DO UPDATE SET lsn = max(lsn, excluded.lsn)",
     )
     .bind(instance)
@@ -91,7 +70,58 @@ async fn set_watermark(
     Ok(())
 }
 
-crate::shared::impl_catalog!(SqliteCatalog, {
+/// What the shared SQL asks of this backend (see `shared`).
+impl SqliteCatalog {
+    /// Row locks for claims: none, SQLite has one writer at a time.
+    const SKIP_LOCKED: &str = "";
+
+    /// `identifier IN` a list bound as parameter 3, for the shared SQL: a JSON array expanded with
+    /// `json_each` (see [`bound_list`]).
+    const IN_LIST_3: &str = "IN (SELECT value FROM json_each($3))";
+
+    /// A list of strings as one bound parameter (see [`IN_LIST_3`]).
+    fn bound_list(values: &[String]) -> String {
+        serde_json_array(values)
+    }
+
+    /// Tombstone ids need no lock here: SQLite commits one writer at a time, so ids become
+    /// visible in the order they were drawn (PostgreSQL's counterpart takes an advisory lock).
+    async fn lock_tombstone_ids(_tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<()> {
+        Ok(())
+    }
+
+    async fn insert_tombstoned_identifiers(
+        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+        survey: &SurveyId,
+        hashes: &[String],
+        now: i64,
+    ) -> Result<()> {
+        for hash in hashes {
+            sqlx::query(
+                "INSERT OR IGNORE INTO tombstoned_identifiers (survey_id, identifier_sha256, created_at)
+                 VALUES ($1, $2, $3)",
+            )
+            .bind(survey.as_str())
+            .bind(hash)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn run_by_id(&self, id: &RunId) -> Result<Option<ScoringRun>> {
+        let row = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE id = $1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::scoring_run).transpose()
+    }
+}
+
+crate::shared::impl_organizations!(SqliteCatalog, {
     fn counts_api_requests(&self) -> bool {
         false
     }
@@ -107,19 +137,19 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         // semantics come from the DELETE being its first statement).
         let now = now_millis();
         let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM api_requests WHERE key_prefix = ? AND accepted_at <= ?")
+        sqlx::query("DELETE FROM api_requests WHERE key_prefix = $1 AND accepted_at <= $2")
             .bind(key.as_str())
             .bind(now - window_ms)
             .execute(&mut *tx)
             .await?;
         let (accepted, oldest): (i64, Option<i64>) = sqlx::query_as(
-            "SELECT count(*), min(accepted_at) FROM api_requests WHERE key_prefix = ?",
+            "SELECT count(*), min(accepted_at) FROM api_requests WHERE key_prefix = $1",
         )
         .bind(key.as_str())
         .fetch_one(&mut *tx)
         .await?;
         let admission = if accepted < i64::from(limit) {
-            sqlx::query("INSERT INTO api_requests (key_prefix, accepted_at) VALUES (?, ?)")
+            sqlx::query("INSERT INTO api_requests (key_prefix, accepted_at) VALUES ($1, $2)")
                 .bind(key.as_str())
                 .bind(now)
                 .execute(&mut *tx)
@@ -133,7 +163,9 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         tx.commit().await?;
         Ok(admission)
     }
+});
 
+crate::shared::impl_surveys!(SqliteCatalog, {
     async fn apply_session_stats(
         &self,
         instance: &str,
@@ -264,8 +296,8 @@ crate::shared::impl_catalog!(SqliteCatalog, {
             // primary-key probe. With `IN (SELECT ...)` the planner scanned the survey's
             // sessions instead, a cost that grows with the survey.
             "SELECT s.identifier, s.reference
-             FROM json_each(?) AS w CROSS JOIN sessions AS s
-             WHERE s.survey_id = ? AND s.identifier = w.value AND s.reference IS NOT NULL",
+             FROM json_each($1) AS w CROSS JOIN sessions AS s
+             WHERE s.survey_id = $2 AND s.identifier = w.value AND s.reference IS NOT NULL",
         )
         .bind(serde_json_array(identifiers))
         .bind(survey.as_str())
@@ -276,6 +308,23 @@ crate::shared::impl_catalog!(SqliteCatalog, {
             .collect()
     }
 
+    async fn reference_identifiers(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+    ) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT identifier FROM sessions INDEXED BY sessions_by_reference
+             WHERE survey_id = $1 AND reference = $2",
+        )
+        .bind(survey.as_str())
+        .bind(reference)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+});
+
+crate::shared::impl_runs!(SqliteCatalog, {
     async fn record_scores(
         &self,
         survey: &SurveyId,
@@ -292,7 +341,7 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         // The fence: only the run's current owner may publish, so a worker that stalled past
         // its lease cannot overwrite what its successor wrote.
         let owned: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM scoring_runs WHERE id = ? AND owner = ? AND status = 'running'",
+            "SELECT 1 FROM scoring_runs WHERE id = $1 AND owner = $2 AND status = 'running'",
         )
         .bind(run.as_str())
         .bind(owner)
@@ -328,7 +377,9 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         tx.commit().await?;
         Ok(true)
     }
+});
 
+crate::shared::impl_deletions!(SqliteCatalog, {
     async fn set_back_deletion(
         &self,
         survey: &SurveyId,
@@ -345,18 +396,18 @@ crate::shared::impl_catalog!(SqliteCatalog, {
             } => sqlx::query(
                 "UPDATE session_deletions SET
                      attempts = attempts + 1,
-                     status = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE 'pending' END,
-                     error = ?, next_attempt_at = ?, updated_at = ?,
+                     status = CASE WHEN attempts + 1 >= $1 THEN 'failed' ELSE 'pending' END,
+                     error = $2, next_attempt_at = $3, updated_at = $4,
                      owner = NULL, lease_until = NULL
-                 WHERE survey_id = ? AND reference = ? AND status = 'pending' AND owner = ?",
+                 WHERE survey_id = $5 AND reference = $6 AND status = 'pending' AND owner = $7",
             )
             .bind(i64::from(*max_attempts))
             .bind(error)
             .bind(retry_at),
             DeletionSetback::Deferred { retry_at } => sqlx::query(
                 "UPDATE session_deletions SET
-                     next_attempt_at = ?, owner = NULL, lease_until = NULL
-                 WHERE survey_id = ? AND reference = ? AND status = 'pending' AND owner = ?",
+                     next_attempt_at = $1, owner = NULL, lease_until = NULL
+                 WHERE survey_id = $2 AND reference = $3 AND status = 'pending' AND owner = $4",
             )
             .bind(retry_at),
         };
@@ -375,21 +426,6 @@ crate::shared::impl_catalog!(SqliteCatalog, {
             return Ok(None);
         }
         self.session_deletion(survey, reference).await
-    }
-
-    async fn reference_identifiers(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-    ) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT identifier FROM sessions INDEXED BY sessions_by_reference
-             WHERE survey_id = ? AND reference = ?",
-        )
-        .bind(survey.as_str())
-        .bind(reference)
-        .fetch_all(&self.pool)
-        .await?)
     }
 
     async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()> {
@@ -412,7 +448,9 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         }
         Ok(())
     }
+});
 
+crate::shared::impl_fleet!(SqliteCatalog, {
     async fn claim_compaction(
         &self,
         survey: &SurveyId,
@@ -424,11 +462,11 @@ crate::shared::impl_catalog!(SqliteCatalog, {
         // One statement; SQLite's single writer makes the check and the take one step.
         let claimed = sqlx::query(
             "INSERT INTO compaction_claims (survey_id, partition_date, owner, lease_until)
-             VALUES (?1, ?2, ?3, ?4)
+             VALUES ($1, $2, $3, $4)
              ON CONFLICT (survey_id, partition_date) DO UPDATE SET
                  owner = excluded.owner, lease_until = excluded.lease_until
-             WHERE compaction_claims.owner IS NULL OR compaction_claims.owner = ?3
-                OR compaction_claims.lease_until < ?5",
+             WHERE compaction_claims.owner IS NULL OR compaction_claims.owner = $3
+                OR compaction_claims.lease_until < $5",
         )
         .bind(survey.as_str())
         .bind(partition)
@@ -442,7 +480,7 @@ crate::shared::impl_catalog!(SqliteCatalog, {
             return Ok(CompactionClaim::Claimed);
         }
         let holder: Option<String> = sqlx::query_scalar(
-            "SELECT owner FROM compaction_claims WHERE survey_id = ? AND partition_date = ?",
+            "SELECT owner FROM compaction_claims WHERE survey_id = $1 AND partition_date = $2",
         )
         .bind(survey.as_str())
         .bind(partition)
@@ -479,41 +517,12 @@ crate::shared::impl_catalog!(SqliteCatalog, {
     }
 });
 
-async fn insert_tombstoned_identifiers(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    survey: &SurveyId,
-    hashes: &[String],
-    now: i64,
-) -> Result<()> {
-    for hash in hashes {
-        sqlx::query(
-            "INSERT OR IGNORE INTO tombstoned_identifiers (survey_id, identifier_sha256, created_at)
-             VALUES (?, ?, ?)",
-        )
-        .bind(survey.as_str())
-        .bind(hash)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    }
-    Ok(())
-}
-
-/// [`Catalog::erase_session_rows`] on one connection, in one transaction.
+/// [`Deletions::erase_session_rows`](crate::Deletions::erase_session_rows) on one connection, in one transaction.
 async fn erase_on(connection: &mut sqlx::SqliteConnection, erasure: &SessionErasure) -> Result<()> {
     let mut tx = sqlx::Connection::begin(&mut *connection).await?;
-    crate::shared::erase_session_rows_in!(tx, erasure);
+    crate::shared::erase_session_rows_in!(SqliteCatalog, tx, erasure);
     tx.commit().await?;
     Ok(())
-}
-
-/// `identifier IN` a list bound as parameter 3, for the shared SQL: a JSON array expanded with
-/// `json_each` (see [`bound_list`]).
-const IN_LIST_3: &str = "IN (SELECT value FROM json_each($3))";
-
-/// A list of strings as one bound parameter (see [`IN_LIST_3`]).
-fn bound_list(values: &[String]) -> String {
-    serde_json_array(values)
 }
 
 /// A JSON array of strings, bound as one parameter and expanded with `json_each`, so a list of

@@ -94,7 +94,7 @@ pub struct StateInner {
     pub public_url: String,
     pub api_limiter: SlidingWindow,
     /// The integration API's requests per key per rolling minute (for a catalog that counts
-    /// them for the fleet, see `Catalog::counts_api_requests`).
+    /// them for the fleet, see `Organizations::counts_api_requests`).
     pub api_requests_per_minute: u32,
     pub ip_limiter: Option<TokenBuckets<IpAddr>>,
     /// Keyed by (tracking key, identifier).

@@ -489,7 +489,7 @@ async fn a_deleted_session_is_erased_from_lake_scores_log_and_catalog() {
         }
     }
     // The byte scan reads SQLite's own files; a PostgreSQL catalog's pages are the database
-    // server's (its vacuum, `Catalog::scrub`, reclaims them; docs/deploy.md).
+    // server's (its vacuum, `Fleet::scrub`, reclaims them; docs/deploy.md).
     if server.is_embedded() {
         let mut reference_count = 0;
         for file in files_under(server.data_dir()) {

@@ -1,12 +1,13 @@
 //! The shared methods of session deletions and tombstones, and the body of
 //! `erase_session_rows` both backends run inside their own transaction.
 
-/// Appends the shared methods of deletions and tombstones to `$methods` and hands them on to `$next`,
-/// with the rest of the chain `impl_catalog!` started.
-macro_rules! deletion_methods {
-    ($backend:ty, { $($methods:tt)* }, $next:ident $(, $rest:ident)*) => {
-        $crate::shared::$next!($backend, {
-            $($methods)*
+/// `impl Deletions for $backend`: the methods the backend writes its own way, passed in, then
+/// the shared ones below.
+macro_rules! impl_deletions {
+    ($backend:ty, { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::Deletions for $backend {
+            $($own)*
 
             async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>> {
                 let rows = sqlx::query(
@@ -25,7 +26,7 @@ macro_rules! deletion_methods {
             ) -> Result<SessionDeletion> {
                 let now = now_millis();
                 let mut tx = self.pool.begin().await?;
-                lock_tombstone_ids(&mut tx).await?;
+                Self::lock_tombstone_ids(&mut tx).await?;
                 sqlx::query(
                     "INSERT INTO tombstones (survey_id, reference, created_at) VALUES ($1, $2, $3)
                      ON CONFLICT (survey_id, reference) DO NOTHING",
@@ -102,13 +103,14 @@ macro_rules! deletion_methods {
                 let now = now_millis();
                 // SKIP LOCKED (PostgreSQL): a deletion another instance is claiming right now is simply
                 // not ours.
+                let skip_locked = Self::SKIP_LOCKED;
                 let claimed = sqlx::query(&format!(
                     "UPDATE session_deletions SET owner = $1, lease_until = $2
                      WHERE (survey_id, reference) IN (
                          SELECT survey_id, reference FROM session_deletions
                          WHERE survey_id = $3 AND reference = $4 AND status = 'pending'
                            AND (owner IS NULL OR owner = $1 OR lease_until < $5)
-                         {SKIP_LOCKED})"
+                         {skip_locked})"
                 ))
                 .bind(owner)
                 .bind(now.saturating_add(lease_ms))
@@ -145,7 +147,7 @@ macro_rules! deletion_methods {
 
             async fn tombstone_identifiers(&self, survey: &SurveyId, hashes: &[String]) -> Result<()> {
                 let mut tx = self.pool.begin().await?;
-                insert_tombstoned_identifiers(&mut tx, survey, hashes, now_millis()).await?;
+                Self::insert_tombstoned_identifiers(&mut tx, survey, hashes, now_millis()).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -160,28 +162,29 @@ macro_rules! deletion_methods {
                 .await?;
                 rows.iter().map(rows::tombstoned_identifier).collect()
             }
-        } $(, $rest)*);
+        }
     };
 }
 
-pub(crate) use deletion_methods;
+pub(crate) use impl_deletions;
 
-/// The body of [`Catalog::erase_session_rows`](crate::Catalog::erase_session_rows) inside the
+/// The body of [`Deletions::erase_session_rows`](crate::Deletions::erase_session_rows) inside the
 /// transaction `$tx` (SQLite runs it on a connection with `secure_delete` on): the session's
 /// statistics and score go, its identifiers join the tombstone (as hashes), and the runs'
-/// lists of sessions they could not score forget it. Uses the backend's `IN_LIST_3` and
+/// lists of sessions they could not score forget it. Uses `$backend`'s `IN_LIST_3` and
 /// `bound_list` for the list of identifiers.
 macro_rules! erase_session_rows_in {
-    ($tx:ident, $erasure:ident) => {
+    ($backend:ty, $tx:ident, $erasure:ident) => {
         let now = now_millis();
         let survey = $erasure.survey_id.as_str();
+        let in_list_3 = <$backend>::IN_LIST_3;
         sqlx::query(&format!(
             "DELETE FROM sessions WHERE survey_id = $1
-               AND (reference = $2 OR identifier {IN_LIST_3})"
+               AND (reference = $2 OR identifier {in_list_3})"
         ))
         .bind(survey)
         .bind(&$erasure.reference)
-        .bind(bound_list(&$erasure.identifiers))
+        .bind(<$backend>::bound_list(&$erasure.identifiers))
         .execute(&mut *$tx)
         .await?;
         sqlx::query("DELETE FROM session_scores WHERE survey_id = $1 AND reference = $2")
@@ -189,7 +192,7 @@ macro_rules! erase_session_rows_in {
             .bind(&$erasure.reference)
             .execute(&mut *$tx)
             .await?;
-        insert_tombstoned_identifiers(
+        <$backend>::insert_tombstoned_identifiers(
             &mut $tx,
             &$erasure.survey_id,
             &$erasure.identifier_hashes,

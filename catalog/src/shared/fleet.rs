@@ -1,12 +1,18 @@
-//! The shared methods of the fleet: instances' purge reports, and releasing a compaction
-//! claim.
+//! The shared methods of the fleet: instances' purge reports, the readiness `ping`, and releasing a
+//! compaction claim.
 
-/// Appends the shared methods of the fleet to `$methods` and hands them on to `$next`,
-/// with the rest of the chain `impl_catalog!` started.
-macro_rules! fleet_methods {
-    ($backend:ty, { $($methods:tt)* }, $next:ident $(, $rest:ident)*) => {
-        $crate::shared::$next!($backend, {
-            $($methods)*
+/// `impl Fleet for $backend`: the methods the backend writes its own way, passed in, then
+/// the shared ones below.
+macro_rules! impl_fleet {
+    ($backend:ty, { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::Fleet for $backend {
+            $($own)*
+
+            async fn ping(&self) -> Result<()> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
 
             async fn report_instance(&self, instance: &str, now: i64, purged_through: i64) -> Result<()> {
                 sqlx::query(
@@ -64,8 +70,8 @@ macro_rules! fleet_methods {
                 .await?;
                 Ok(())
             }
-        } $(, $rest)*);
+        }
     };
 }
 
-pub(crate) use fleet_methods;
+pub(crate) use impl_fleet;

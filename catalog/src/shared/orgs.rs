@@ -1,11 +1,12 @@
-//! The shared methods of organizations and integration keys (and the readiness `ping`).
+//! The shared methods of organizations and integration keys.
 
-/// Appends the shared methods of organizations and keys to `$methods` and hands them on to `$next`,
-/// with the rest of the chain `impl_catalog!` started.
-macro_rules! organization_methods {
-    ($backend:ty, { $($methods:tt)* }, $next:ident $(, $rest:ident)*) => {
-        $crate::shared::$next!($backend, {
-            $($methods)*
+/// `impl Organizations for $backend`: the methods the backend writes its own way, passed in, then
+/// the shared ones below.
+macro_rules! impl_organizations {
+    ($backend:ty, { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::Organizations for $backend {
+            $($own)*
 
             async fn create_organization(&self, name: &str) -> Result<Organization> {
                 let organization = Organization {
@@ -38,11 +39,6 @@ macro_rules! organization_methods {
                     .fetch_one(&self.pool)
                     .await?;
                 Ok(count.max(0) as u64)
-            }
-
-            async fn ping(&self) -> Result<()> {
-                sqlx::query("SELECT 1").execute(&self.pool).await?;
-                Ok(())
             }
 
             async fn list_organizations(&self) -> Result<Vec<Organization>> {
@@ -131,8 +127,8 @@ macro_rules! organization_methods {
                     None => Ok(None),
                 }
             }
-        } $(, $rest)*);
+        }
     };
 }
 
-pub(crate) use organization_methods;
+pub(crate) use impl_organizations;

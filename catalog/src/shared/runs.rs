@@ -1,12 +1,13 @@
 //! The shared methods of scoring runs: starting, claiming, renewing and finishing them, and
 //! what a run reads to plan (a survey's sessions, the references already scored).
 
-/// Appends the shared methods of scoring runs to `$methods` and hands them on to `$next`,
-/// with the rest of the chain `impl_catalog!` started.
-macro_rules! run_methods {
-    ($backend:ty, { $($methods:tt)* }, $next:ident $(, $rest:ident)*) => {
-        $crate::shared::$next!($backend, {
-            $($methods)*
+/// `impl Runs for $backend`: the methods the backend writes its own way, passed in, then
+/// the shared ones below.
+macro_rules! impl_runs {
+    ($backend:ty, { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::Runs for $backend {
+            $($own)*
 
             async fn start_scoring_run(
                 &self,
@@ -102,13 +103,14 @@ macro_rules! run_methods {
                 let now = now_millis();
                 // SKIP LOCKED (PostgreSQL): when another instance is claiming (or fencing on) the run right now,
                 // this one moves on instead of waiting to find it taken.
+                let skip_locked = Self::SKIP_LOCKED;
                 let row = sqlx::query(&format!(
                     "UPDATE scoring_runs SET owner = $1, lease_until = $2
                      WHERE id = (SELECT id FROM scoring_runs
                                  WHERE id = $3 AND status = 'running'
                                    AND (owner IS NULL OR owner = $1 OR lease_until IS NULL
                                         OR lease_until < $4)
-                                 {SKIP_LOCKED})
+                                 {skip_locked})
                      RETURNING {RUN_COLUMNS}"
                 ))
                 .bind(owner)
@@ -221,8 +223,8 @@ macro_rules! run_methods {
                 .await?;
                 Ok(active)
             }
-        } $(, $rest)*);
+        }
     };
 }
 
-pub(crate) use run_methods;
+pub(crate) use impl_runs;

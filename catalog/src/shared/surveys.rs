@@ -1,12 +1,13 @@
 //! The shared methods of surveys (provisioning and lookups) and the watermarks of the
 //! write-ahead log's consumers, which fold sessions' statistics in.
 
-/// Appends the shared methods of surveys and the log consumers' watermarks to `$methods` and hands them on to `$next`,
-/// with the rest of the chain `impl_catalog!` started.
-macro_rules! survey_methods {
-    ($backend:ty, { $($methods:tt)* }, $next:ident $(, $rest:ident)*) => {
-        $crate::shared::$next!($backend, {
-            $($methods)*
+/// `impl Surveys for $backend`: the methods the backend writes its own way, passed in, then
+/// the shared ones below.
+macro_rules! impl_surveys {
+    ($backend:ty, { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::Surveys for $backend {
+            $($own)*
 
             async fn provision_survey(
                 &self,
@@ -75,8 +76,8 @@ macro_rules! survey_methods {
                 .await?;
                 Ok(lsn.unwrap_or(0).max(0) as u64)
             }
-        } $(, $rest)*);
+        }
     };
 }
 
-pub(crate) use survey_methods;
+pub(crate) use impl_surveys;
