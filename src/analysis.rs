@@ -34,11 +34,8 @@ struct IngestorFlusher(Ingestor);
 
 #[async_trait::async_trait]
 impl scorer::run::Flusher for IngestorFlusher {
-    async fn make_visible(&self) -> Result<(), String> {
-        self.0
-            .make_visible()
-            .await
-            .map_err(|error| error.to_string())
+    async fn make_visible(&self) -> Result<(), scorer::run::FlushError> {
+        Ok(self.0.make_visible().await?)
     }
 }
 

@@ -64,7 +64,7 @@ impl Default for ScoringSettings {
 #[async_trait::async_trait]
 pub trait Flusher: Send + Sync {
     /// Returns once every event acknowledged before the call is in a committed lake file.
-    async fn make_visible(&self) -> Result<(), String>;
+    async fn make_visible(&self) -> Result<(), FlushError>;
 }
 
 /// Everything a run needs.
@@ -91,17 +91,48 @@ impl std::fmt::Debug for Scorer {
     }
 }
 
+/// Why the event log could not be made visible (the flusher's own error, boxed: the scorer
+/// does not know the ingest crate).
+pub type FlushError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Why a run stopped before completing.
 #[derive(Debug)]
 enum Stop {
     Canceled,
     LeaseLost,
-    Failed(String),
+    Failed(RunError),
 }
 
-impl<E: std::fmt::Display> From<E> for Stop {
+/// Why a run failed; its text is what the run's record says.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("could not flush the event log: {0}")]
+    Flush(#[source] FlushError),
+    #[error("the files of an earlier attempt changed while they were removed")]
+    EarlierAttemptChanged,
+    #[error("the scoring pool stopped")]
+    PoolStopped,
+    #[error(transparent)]
+    Catalog(#[from] catalog::Error),
+    #[error(transparent)]
+    Lake(#[from] lake::LakeError),
+    #[error(transparent)]
+    Scan(#[from] crate::scan::ScanError),
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+    #[error(transparent)]
+    Rewrite(#[from] lake::rewrite::RewriteError),
+    #[error(transparent)]
+    Arrow(#[from] arrow::error::ArrowError),
+    #[error(transparent)]
+    Parquet(#[from] datafusion::parquet::errors::ParquetError),
+    #[error(transparent)]
+    Join(#[from] tokio::task::JoinError),
+}
+
+impl<E: Into<RunError>> From<E> for Stop {
     fn from(error: E) -> Self {
-        Stop::Failed(error.to_string())
+        Stop::Failed(error.into())
     }
 }
 
@@ -138,7 +169,9 @@ impl Scorer {
             Err(Stop::Canceled) => RunOutcome::Canceled,
             Err(Stop::Failed(error)) => {
                 tracing::warn!(run = %claimed.id, %error, "scoring run failed");
-                RunOutcome::Failed { error }
+                RunOutcome::Failed {
+                    error: error.to_string(),
+                }
             }
             Err(Stop::LeaseLost) => return Ok(RunEnd::Abandoned),
         };

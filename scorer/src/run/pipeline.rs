@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 
 use super::plan::PlannedSession;
-use super::{Scorer, Stop};
+use super::{RunError, Scorer, Stop};
 use crate::features;
 use crate::model::Model;
 use crate::scan::{ScanTarget, scan_traces};
@@ -36,7 +36,7 @@ impl Scorer {
             flusher
                 .make_visible()
                 .await
-                .map_err(|error| Stop::Failed(format!("could not flush the event log: {error}")))?;
+                .map_err(|error| Stop::Failed(RunError::Flush(error)))?;
         }
         phases.flush = started.elapsed();
         let planning = std::time::Instant::now();
@@ -216,7 +216,7 @@ async fn score_sessions(
     });
     receiver
         .await
-        .map_err(|_| Stop::Failed("the scoring pool stopped".to_owned()))
+        .map_err(|_| Stop::Failed(RunError::PoolStopped))
 }
 
 fn score_one(

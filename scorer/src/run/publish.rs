@@ -10,7 +10,7 @@ use lake::{NewFile, TableKind, tables};
 use parking_lot::Mutex;
 
 use super::pipeline::{Computed, Phases};
-use super::{Scorer, Stop};
+use super::{RunError, Scorer, Stop};
 use crate::tables::{ScoredSession, features_batch, scores_batch};
 
 impl Scorer {
@@ -58,10 +58,7 @@ impl Scorer {
                     .commit(lake::Change::Erase, &[], &unrecorded, None)
                     .await?;
                 if !matches!(removed, lake::Committed::Version(_)) {
-                    return Err(Stop::Failed(
-                        "the files of an earlier attempt changed while they were removed"
-                            .to_owned(),
-                    ));
+                    return Err(Stop::Failed(RunError::EarlierAttemptChanged));
                 }
             }
             let folder = tables::results_folder(kind, run.survey_id.as_str());

@@ -37,9 +37,15 @@ fn a_report_continues_stops_for_a_cancel_or_gives_the_run_up() {
 
 #[test]
 fn an_error_while_working_fails_the_run_with_its_message() {
-    let error = std::io::Error::other("disk full");
+    let error = object_store::Error::Generic {
+        store: "lake",
+        source: "disk full".into(),
+    };
     match Stop::from(error) {
-        Stop::Failed(message) => assert_eq!(message, "disk full"),
+        Stop::Failed(error) => {
+            assert!(matches!(error, super::super::RunError::Store(_)));
+            assert!(error.to_string().contains("disk full"), "{error}");
+        }
         other => panic!("expected a failure, got {other:?}"),
     }
 }
