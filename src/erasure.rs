@@ -204,7 +204,7 @@ impl DeletionService {
             .claimable_deletions(&self.owner, catalog::now_millis())
             .await?;
         // Due and not held by a live worker, as this instance saw it last.
-        metrics::gauge!("telltale_deletions_due").set(due.len() as f64);
+        series::DELETIONS_DUE.get().set(due.len() as f64);
         let mut completed = 0;
         for deletion in due {
             if self.work(&deletion).await? {
@@ -236,13 +236,17 @@ impl DeletionService {
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "session erased"
                 );
-                metrics::counter!("telltale_erasures_total", "outcome" => "completed").increment(1);
-                metrics::histogram!("telltale_erasure_seconds").record(started.elapsed());
+                series::ERASURES_TOTAL
+                    .with(&[("outcome", "completed")])
+                    .increment(1);
+                series::ERASURE_SECONDS.get().record(started.elapsed());
                 return Ok(completed);
             }
             Ok(Attempt::Deferred(why)) => {
                 tracing::debug!(survey = %survey, why, "session erasure deferred");
-                metrics::counter!("telltale_erasures_total", "outcome" => "deferred").increment(1);
+                series::ERASURES_TOTAL
+                    .with(&[("outcome", "deferred")])
+                    .increment(1);
                 DeletionSetback::Deferred {
                     retry_at: catalog::now_millis() + 1000,
                 }
@@ -250,7 +254,9 @@ impl DeletionService {
             Err(error) => {
                 let attempt = deletion.attempts + 1;
                 tracing::warn!(survey = %survey, attempt, %error, "session erasure failed");
-                metrics::counter!("telltale_erasures_total", "outcome" => "failed").increment(1);
+                series::ERASURES_TOTAL
+                    .with(&[("outcome", "failed")])
+                    .increment(1);
                 DeletionSetback::Failed {
                     error: error.to_string(),
                     retry_at: catalog::now_millis() + backoff_ms(attempt),
@@ -403,20 +409,24 @@ pub fn spawn_compaction(
             match compaction::compact(&catalog, &lake, &owner, None, &config).await {
                 Ok(report) if report.files_in > 0 => {
                     tracing::info!(?report, "compacted events files");
-                    metrics::histogram!("telltale_compaction_seconds").record(started.elapsed());
-                    metrics::counter!("telltale_compaction_files_in_total")
+                    series::COMPACTION_SECONDS.get().record(started.elapsed());
+                    series::COMPACTION_FILES_IN_TOTAL
+                        .get()
                         .increment(report.files_in as u64);
-                    metrics::counter!("telltale_compaction_files_out_total")
+                    series::COMPACTION_FILES_OUT_TOTAL
+                        .get()
                         .increment(report.files_out as u64);
-                    metrics::counter!("telltale_compaction_rows_total").increment(report.rows);
-                    metrics::counter!("telltale_compaction_bytes_in_total")
+                    series::COMPACTION_ROWS_TOTAL.get().increment(report.rows);
+                    series::COMPACTION_BYTES_IN_TOTAL
+                        .get()
                         .increment(report.bytes_in);
-                    metrics::counter!("telltale_compaction_conflicts_total")
+                    series::COMPACTION_CONFLICTS_TOTAL
+                        .get()
                         .increment(report.conflicts as u64);
                 }
                 Ok(_) => {}
                 Err(error) => {
-                    metrics::counter!("telltale_compaction_errors_total").increment(1);
+                    series::COMPACTION_ERRORS_TOTAL.get().increment(1);
                     tracing::warn!(%error, "compaction failed; will retry")
                 }
             }
@@ -424,7 +434,8 @@ pub fn spawn_compaction(
                 match lake.table(kind).vacuum(retention).await {
                     Ok(0) => {}
                     Ok(deleted) => {
-                        metrics::counter!("telltale_vacuumed_files_total", "table" => kind.as_str())
+                        series::VACUUMED_FILES_TOTAL
+                            .with(&[("table", kind.as_str())])
                             .increment(deleted as u64);
                         tracing::info!(table = kind.as_str(), deleted, "vacuumed")
                     }

@@ -225,10 +225,10 @@ impl Store {
         let length = bytes.len() as u64;
         let result = self.put_and_sync(path, bytes).await;
         if result.is_ok() {
-            metrics::histogram!("telltale_lake_upload_seconds").record(started.elapsed());
-            metrics::counter!("telltale_lake_upload_bytes_total").increment(length);
+            series::LAKE_UPLOAD_SECONDS.get().record(started.elapsed());
+            series::LAKE_UPLOAD_BYTES_TOTAL.get().increment(length);
         } else {
-            metrics::counter!("telltale_lake_upload_errors_total").increment(1);
+            series::LAKE_UPLOAD_ERRORS_TOTAL.get().increment(1);
         }
         result
     }

@@ -80,7 +80,8 @@ impl FromRequestParts<AppState> for KeyContext {
                 .err()
         };
         if let Some(wait) = wait {
-            metrics::counter!("telltale_rate_limit_refusals_total", "limit" => "integration_key")
+            series::RATE_LIMIT_REFUSALS_TOTAL
+                .with(&[("limit", "integration_key")])
                 .increment(1);
             return Err(ApiError::RateLimited {
                 retry_after_secs: retry_after_secs(wait),

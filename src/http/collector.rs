@@ -110,10 +110,14 @@ pub async fn collect(
         Accepted::Stored { count } => ("stored", *count),
         Accepted::Deleted { count } => ("discarded_deleted", *count),
     };
-    metrics::counter!("telltale_collector_batches_total", "outcome" => outcome_label).increment(1);
-    metrics::counter!("telltale_collector_events_total", "outcome" => outcome_label)
+    series::COLLECTOR_BATCHES_TOTAL
+        .with(&[("outcome", outcome_label)])
+        .increment(1);
+    series::COLLECTOR_EVENTS_TOTAL
+        .with(&[("outcome", outcome_label)])
         .increment(count as u64);
-    metrics::counter!("telltale_collector_bytes_total", "outcome" => outcome_label)
+    series::COLLECTOR_BYTES_TOTAL
+        .with(&[("outcome", outcome_label)])
         .increment(body_len);
     let (status, result) = match outcome {
         Accepted::Stored { count } => (
@@ -160,7 +164,9 @@ async fn admit(
     ingest::batch::validate_identifier(identifier).map_err(ApiError::BadRequest)?;
     let limited = |limit: &'static str| {
         move |wait| {
-            metrics::counter!("telltale_rate_limit_refusals_total", "limit" => limit).increment(1);
+            series::RATE_LIMIT_REFUSALS_TOTAL
+                .with(&[("limit", limit)])
+                .increment(1);
             ApiError::RateLimited {
                 retry_after_secs: retry_after_secs(wait),
             }
@@ -201,7 +207,8 @@ async fn admit(
     Arc::clone(&state.body_bytes)
         .try_acquire_many_owned(charge.min(state.body_budget))
         .map_err(|_| {
-            metrics::counter!("telltale_collector_refusals_total", "reason" => "bytes_in_flight")
+            series::COLLECTOR_REFUSALS_TOTAL
+                .with(&[("reason", "bytes_in_flight")])
                 .increment(1);
             ApiError::Unavailable(
                 "the collector is reading too many request bodies at once; retry shortly"
@@ -288,7 +295,8 @@ fn ingest_error(error: IngestError) -> ApiError {
         }
         IngestError::Batch(error) => ApiError::BadRequest(error.to_string()),
         IngestError::Overloaded => {
-            metrics::counter!("telltale_collector_refusals_total", "reason" => "lake_backlog")
+            series::COLLECTOR_REFUSALS_TOTAL
+                .with(&[("reason", "lake_backlog")])
                 .increment(1);
             ApiError::Unavailable(error.to_string())
         }
@@ -296,7 +304,8 @@ fn ingest_error(error: IngestError) -> ApiError {
         // batch is welcome again once the log has recovered.
         IngestError::Wal(wal) if !matches!(*wal, WalError::Closed) => {
             tracing::warn!(error = %wal, "collector refusing a batch: the log cannot be written");
-            metrics::counter!("telltale_collector_refusals_total", "reason" => "log_unwritable")
+            series::COLLECTOR_REFUSALS_TOTAL
+                .with(&[("reason", "log_unwritable")])
                 .increment(1);
             ApiError::Unavailable(
                 "the event log cannot be written right now; retry shortly".to_owned(),

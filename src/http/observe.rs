@@ -43,19 +43,19 @@ pub async fn observe(request: Request, next: Next) -> Response {
             tracing::info!(status = status.as_u16(), latency_ms, "request answered");
         }
     });
-    metrics::counter!(
-        "telltale_http_requests_total",
-        "route" => route.clone(),
-        "method" => method,
-        "status" => status.as_u16().to_string(),
-    )
-    .increment(1);
-    metrics::histogram!(
-        "telltale_http_request_duration_seconds",
-        "route" => route,
-        "method" => method,
-    )
-    .record(elapsed);
+    series::HTTP_REQUESTS_TOTAL
+        .with(vec![
+            series::Label::new("route", route.clone()),
+            series::Label::new("method", method),
+            series::Label::new("status", status.as_u16().to_string()),
+        ])
+        .increment(1);
+    series::HTTP_REQUEST_DURATION_SECONDS
+        .with(vec![
+            series::Label::new("route", route),
+            series::Label::new("method", method),
+        ])
+        .record(elapsed);
     response
 }
 

@@ -104,7 +104,9 @@ pub async fn ready(State(state): State<AppState>) -> Response {
         .into_iter()
         .filter_map(|(name, outcome)| outcome.err().map(|why| format!("{name}: {why}")))
         .collect();
-    metrics::gauge!("telltale_ready").set(if down.is_empty() { 1.0 } else { 0.0 });
+    series::READY
+        .get()
+        .set(if down.is_empty() { 1.0 } else { 0.0 });
     if down.is_empty() {
         return Json(Ready {
             status: "ready",
@@ -162,14 +164,19 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     // Gauges of state the service holds anyway are read when scraped, not kept up to date on
     // every request.
     let position = state.ingestor.log_position();
-    metrics::gauge!("telltale_wal_last_lsn").set(position.last_lsn as f64);
-    metrics::gauge!("telltale_log_lake_lag_records")
+    series::WAL_LAST_LSN.get().set(position.last_lsn as f64);
+    series::LOG_LAKE_LAG_RECORDS
+        .get()
         .set(position.last_lsn.saturating_sub(position.lake_watermark) as f64);
-    metrics::gauge!("telltale_log_stats_lag_records")
+    series::LOG_STATS_LAG_RECORDS
+        .get()
         .set(position.last_lsn.saturating_sub(position.stats_watermark) as f64);
-    metrics::gauge!("telltale_lake_backlog_bytes").set(state.ingestor.lake_backlog_bytes() as f64);
+    series::LAKE_BACKLOG_BYTES
+        .get()
+        .set(state.ingestor.lake_backlog_bytes() as f64);
     let free = state.body_bytes.available_permits() as f64;
-    metrics::gauge!("telltale_collector_bytes_in_flight")
+    series::COLLECTOR_BYTES_IN_FLIGHT
+        .get()
         .set((f64::from(state.body_budget) - free).max(0.0));
     let body = state.metrics.render();
     (

@@ -90,15 +90,22 @@ impl Ingestor {
         let result = self.flush_once().await;
         match &result {
             Ok(report) if report.through_lsn > 0 => {
-                metrics::histogram!("telltale_lake_flush_seconds").record(started.elapsed());
-                metrics::counter!("telltale_lake_flushes_total", "outcome" => "ok").increment(1);
-                metrics::counter!("telltale_lake_flushed_events_total").increment(report.events);
-                metrics::counter!("telltale_lake_flushed_files_total")
+                series::LAKE_FLUSH_SECONDS.get().record(started.elapsed());
+                series::LAKE_FLUSHES_TOTAL
+                    .with(&[("outcome", "ok")])
+                    .increment(1);
+                series::LAKE_FLUSHED_EVENTS_TOTAL
+                    .get()
+                    .increment(report.events);
+                series::LAKE_FLUSHED_FILES_TOTAL
+                    .get()
                     .increment(report.files as u64);
             }
             Ok(_) => {}
             Err(_) => {
-                metrics::counter!("telltale_lake_flushes_total", "outcome" => "error").increment(1);
+                series::LAKE_FLUSHES_TOTAL
+                    .with(&[("outcome", "error")])
+                    .increment(1);
             }
         }
         result

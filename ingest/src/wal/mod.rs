@@ -200,7 +200,7 @@ impl Wal {
             fsyncs: AtomicU64::new(0),
             purges: AtomicUsize::new(0),
             files: parking_lot::Mutex::new(Files::default()),
-            queue_depth: metrics::gauge!("telltale_wal_queue_depth"),
+            queue_depth: series::WAL_QUEUE_DEPTH.get(),
         });
         prepare_spare(&shared);
         // Bounded: when the disk cannot keep up, requests wait here instead of piling up.

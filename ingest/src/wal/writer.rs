@@ -33,9 +33,9 @@ pub(super) fn writer_loop(
     // new segment (fail-stop: after a failed fsync the page cache may hold pages the disk never
     // got, and writing on in the same file would build on them).
     let mut failed: Option<(usize, String)> = None;
-    let sync_seconds = metrics::histogram!("telltale_wal_sync_seconds");
-    let group_records = metrics::histogram!("telltale_wal_group_records");
-    let write_errors = metrics::counter!("telltale_wal_write_errors_total");
+    let sync_seconds = series::WAL_SYNC_SECONDS.get();
+    let group_records = series::WAL_GROUP_RECORDS.get();
+    let write_errors = series::WAL_WRITE_ERRORS_TOTAL.get();
     while let Ok(first) = receiver.recv() {
         let mut group_bytes = first.body_len();
         group.push(first);

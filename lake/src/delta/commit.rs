@@ -47,9 +47,11 @@ impl Table {
             Ok(Committed::AlreadyApplied) => "already_applied",
             Err(_) => "error",
         };
-        metrics::histogram!("telltale_lake_commit_seconds", "table" => table)
+        series::LAKE_COMMIT_SECONDS
+            .with(&[("table", table)])
             .record(started.elapsed());
-        metrics::counter!("telltale_lake_commits_total", "table" => table, "outcome" => outcome)
+        series::LAKE_COMMITS_TOTAL
+            .with(&[("table", table), ("outcome", outcome)])
             .increment(1);
         result
     }

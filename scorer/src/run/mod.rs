@@ -185,12 +185,17 @@ impl Scorer {
                 RunOutcome::Canceled => "canceled",
                 RunOutcome::Failed { .. } => "failed",
             };
-            metrics::counter!("telltale_scoring_runs_total", "status" => status).increment(1);
-            metrics::histogram!("telltale_scoring_run_seconds", "status" => status)
+            series::SCORING_RUNS_TOTAL
+                .with(&[("status", status)])
+                .increment(1);
+            series::SCORING_RUN_SECONDS
+                .with(&[("status", status)])
                 .record(started.elapsed());
-            metrics::counter!("telltale_scoring_sessions_total", "outcome" => "scored")
+            series::SCORING_SESSIONS_TOTAL
+                .with(&[("outcome", "scored")])
                 .increment(final_progress.scored);
-            metrics::counter!("telltale_scoring_sessions_total", "outcome" => "failed")
+            series::SCORING_SESSIONS_TOTAL
+                .with(&[("outcome", "failed")])
                 .increment(final_progress.failed);
         }
         Ok(if finished {
