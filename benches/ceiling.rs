@@ -335,7 +335,7 @@ async fn measure() -> anyhow::Result<()> {
         ("durable", format!("{}/durable/key", stand_in.base)),
         ("overwrite", format!("{}/overwrite/key", stand_in.base)),
     ] {
-        let mut rng = Rng(42);
+        let mut rng = Rng::new(42);
         let mut state = (960, 540, 1_763_800_000_000);
         let (latencies, errors) = open_loop(rate, phase, move |sent| {
             let url = format!("{route_base}/{}", identifier(10_000, sent, 50));

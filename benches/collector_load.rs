@@ -94,7 +94,7 @@ async fn main() -> anyhow::Result<()> {
     let (health_latencies, health_open_errors) =
         open_loop(target_rate, phase, move |_| client_for_open(&url, None)).await;
     let base = event_base.clone();
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let mut state = (960, 540, 1_763_800_000_000);
     let (latencies, open_errors) = open_loop(target_rate, phase, move |sent| {
         let url = format!("{}/{}", base, identifier(10_000, sent, batches_per_session));

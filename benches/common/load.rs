@@ -6,17 +6,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+
 pub(crate) const EVENTS_PER_BATCH: usize = 20;
 
-/// A small fast PRNG (xorshift64*): generating bodies must not dominate the client's CPU.
-pub(crate) struct Rng(pub(crate) u64);
+/// A fast seeded generator (xoshiro256++): generating bodies must not dominate the client's CPU.
+pub(crate) struct Rng(Xoshiro256PlusPlus);
 
 impl Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
+    }
+
     pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.next_u64()
     }
 
     pub(crate) fn step(&mut self, spread: i64) -> i64 {
@@ -77,9 +81,7 @@ pub(crate) async fn closed_loop(
         let (client, ok, errors, request) =
             (client.clone(), ok.clone(), errors.clone(), request.clone());
         tasks.push(tokio::spawn(async move {
-            let mut rng = Rng(
-                0x9E37_79B9_7F4A_7C15 ^ (worker as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03)
-            );
+            let mut rng = Rng::new(worker as u64 + 1);
             let mut state = (960, 540, 1_763_800_000_000);
             while Instant::now() < deadline {
                 match request(&client, worker, &mut rng, &mut state).send().await {

@@ -1,14 +1,19 @@
-//! CPU per collector batch, stage by stage: `cargo bench -p ingest --bench batch_stages`.
+//! CPU per collector batch, stage by stage: `cargo bench --workspace --bench batch_stages`.
 //!
 //! The same 20-event `pointermove` bodies as `benches/collector_load.rs`, through each piece of
 //! work a batch costs the server apart from HTTP and the log's fsync: validation on the request
 //! path, the statistics pass, and the flusher's decoding, column building and Parquet encoding.
-//! Reports microseconds per batch for each stage (median of `BENCH_ROUNDS`, default 7, rounds of
-//! 4000 batches: about 8 MiB of bodies, a quarter of a default flush).
+//! Criterion times one batch per iteration, cycling through 4000 bodies (about 8 MiB, a quarter
+//! of a default flush); the builders finish a record batch every 4000 appends, as a flush of
+//! that size does, and `encode` writes those 4000 batches as one Parquet file per iteration.
 
 use std::fmt::Write as _;
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 
 use ingest::batch;
 use ingest::event_row;
@@ -20,13 +25,8 @@ const EVENTS_PER_BATCH: usize = 20;
 const BATCHES: usize = 4000;
 
 fn bodies() -> Vec<Vec<u8>> {
-    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
-    let mut next = move || {
-        seed ^= seed >> 12;
-        seed ^= seed << 25;
-        seed ^= seed >> 27;
-        seed.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    };
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let mut next = move || rng.next_u64();
     let (mut x, mut y, mut t) = (500_i64, 400_i64, 1_763_000_000_000_i64);
     (0..BATCHES)
         .map(|_| {
@@ -49,93 +49,104 @@ fn bodies() -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Median microseconds per batch of `stage` over the rounds.
-fn measure(rounds: usize, mut stage: impl FnMut()) -> f64 {
-    let mut per_batch: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let start = Instant::now();
-            stage();
-            start.elapsed().as_secs_f64() * 1e6 / BATCHES as f64
-        })
-        .collect();
-    per_batch.sort_by(f64::total_cmp);
-    per_batch[rounds / 2]
-}
-
-fn main() {
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(7);
+fn stages(c: &mut Criterion) {
     let bodies = bodies();
     let bytes: usize = bodies.iter().map(Vec::len).sum();
     println!(
-        "{BATCHES} batches of {EVENTS_PER_BATCH} pointermove events, {} bytes each on average; \
-         microseconds per batch, median of {rounds} rounds:",
+        "batch_stages: {BATCHES} batches of {EVENTS_PER_BATCH} pointermove events, {} bytes each on average",
         bytes / BATCHES
     );
+    let mut group = c.benchmark_group("batch");
+    group.throughput(Throughput::Elements(1));
+    let mut next = 0;
+    let mut body = move || {
+        next = (next + 1) % BATCHES;
+        next
+    };
 
-    let validate = measure(rounds, || {
-        for body in &bodies {
-            black_box(batch::count_batch_events(body).expect("valid"));
-        }
+    group.bench_function("validate", |b| {
+        b.iter(|| batch::count_batch_events(black_box(&bodies[body()])).expect("valid"))
     });
     // What the statistics consumer does with a batch: read its times, fold count, first and last.
-    let stats = measure(rounds, || {
-        for body in &bodies {
-            let events = event_row::stats_events(body).expect("valid");
+    group.bench_function("statistics", |b| {
+        b.iter(|| {
+            let events = event_row::stats_events(black_box(&bodies[body()])).expect("valid");
             let (first, last) = events
                 .iter()
                 .fold((i64::MAX, i64::MIN), |(first, last), event| {
                     let time = event_row::plausible_time(event.event_time, 1_763_000_000_000);
                     (first.min(time), last.max(time))
                 });
-            black_box((events.len(), first, last));
-        }
+            (events.len(), first, last)
+        })
     });
-    let decode = measure(rounds, || {
-        for body in &bodies {
-            black_box(event_row::decode_batch(body).expect("valid"));
-        }
+    group.bench_function("decode", |b| {
+        b.iter(|| event_row::decode_batch(black_box(&bodies[body()])).expect("valid"))
     });
+    let decoded: Vec<_> = bodies
+        .iter()
+        .map(|body| event_row::decode_batch(body).expect("valid"))
+        .collect();
     let mut builder = EventsBatchBuilder::new();
-    let append_all = |builder: &mut EventsBatchBuilder| {
-        for (index, body) in bodies.iter().enumerate() {
-            builder.append_batch(
-                "00112233445566778899aabb",
-                &format!("session-{}", index / 50),
-                None,
-                1_763_000_000_000,
-                &event_row::decode_batch(body).expect("valid"),
-            );
-        }
-    };
-    let build = measure(rounds, || {
-        append_all(&mut builder);
-        black_box(builder.finish().expect("batch"));
-    }) - decode;
-    append_all(&mut builder);
-    let record_batch = builder.finish().expect("batch");
-    let mut file_bytes = 0;
-    let encode = measure(rounds, || {
-        let encoded = encode(TableKind::Events, &record_batch).expect("encode");
-        file_bytes = encoded.len();
-        black_box(encoded);
+    let mut appended = 0;
+    group.bench_function("build", |b| {
+        b.iter_batched(
+            body,
+            |index| {
+                builder.append_batch(
+                    "00112233445566778899aabb",
+                    &format!("session-{}", index / 50),
+                    None,
+                    1_763_000_000_000,
+                    &decoded[index],
+                );
+                appended += 1;
+                if appended == BATCHES {
+                    appended = 0;
+                    Some(builder.finish().expect("batch"))
+                } else {
+                    None
+                }
+            },
+            BatchSize::SmallInput,
+        )
     });
 
-    let total = validate + stats + decode + build + encode;
-    for (stage, micros) in [
-        ("validate (request path)", validate),
-        ("statistics pass", stats),
-        ("flusher: decode events", decode),
-        ("flusher: Arrow builders", build),
-        ("flusher: Parquet encode", encode),
-        ("total", total),
-    ] {
-        println!("  {stage:<26} {micros:>7.2} us");
+    let mut builder = EventsBatchBuilder::new();
+    for (index, events) in decoded.iter().enumerate() {
+        builder.append_batch(
+            "00112233445566778899aabb",
+            &format!("session-{}", index / 50),
+            None,
+            1_763_000_000_000,
+            events,
+        );
     }
+    let record_batch = builder.finish().expect("batch");
+    let file_bytes = encode(TableKind::Events, &record_batch)
+        .expect("encode")
+        .len();
     println!(
-        "  Parquet: {:.2} bytes/event",
+        "batch_stages: Parquet {:.2} bytes/event",
         file_bytes as f64 / (BATCHES * EVENTS_PER_BATCH) as f64
     );
+    group.throughput(Throughput::Elements(BATCHES as u64));
+    group.sample_size(20);
+    group.bench_function("encode", |b| {
+        b.iter(|| encode(TableKind::Events, black_box(&record_batch)).expect("encode"))
+    });
+    group.finish();
 }
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+}
+
+criterion_group! {
+    name = batch_stages;
+    config = config();
+    targets = stages
+}
+criterion_main!(batch_stages);

@@ -7,24 +7,23 @@
 
 use std::fmt::Write;
 
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+
 use crate::trace::{Environment, KeyClass, Kind, SessionTrace, TraceEvent};
 
-/// A small deterministic generator (xorshift64*), so sessions are reproducible from a seed.
+/// A deterministic generator (xoshiro256++, whose stream `rand_xoshiro` keeps stable), so
+/// sessions are reproducible from a seed; with the distributions the generators draw from.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(Xoshiro256PlusPlus);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.next_u64()
     }
 
     /// Uniform in `[0, 1)`.

@@ -20,14 +20,10 @@ use super::AppState;
 /// The embed's source (`ingest/embed/telltale.js`).
 pub const EMBED_SCRIPT: &str = include_str!("../../ingest/embed/telltale.js");
 
-/// A strong validator of the script's bytes (FNV-1a 64: stable across builds and platforms).
+/// A strong validator of the script's bytes: the first 64 bits of its SHA-256, in hex.
 static EMBED_HASH: LazyLock<String> = LazyLock::new(|| {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in EMBED_SCRIPT.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(EMBED_SCRIPT.as_bytes())[..8])
 });
 
 /// The script compressed with brotli (quality 11), or `None` if compression failed.

@@ -16,20 +16,20 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// splitmix64: small, fast, and reproducible from its seed.
-pub(crate) struct Rng(u64);
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use sha2::Digest;
+
+/// xoshiro256++: fast, and reproducible from its seed.
+pub(crate) struct Rng(Xoshiro256PlusPlus);
 
 impl Rng {
     pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
     }
 
     pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A number in `0..bound` (0 when `bound` is 0).
@@ -223,11 +223,8 @@ pub(crate) fn run(
 fn save_failure(target: &str, input: &[u8]) -> String {
     let dir = std::env::temp_dir().join("telltale-fuzz-failures");
     let _ = std::fs::create_dir_all(&dir);
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for byte in input {
-        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    let path = dir.join(format!("{target}-{hash:016x}"));
+    let hash = hex::encode(&sha2::Sha256::digest(input)[..8]);
+    let path = dir.join(format!("{target}-{hash}"));
     match std::fs::write(&path, input) {
         Ok(()) => path.display().to_string(),
         Err(error) => format!("(not saved: {error})"),
