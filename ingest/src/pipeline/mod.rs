@@ -33,6 +33,7 @@ use crate::events_batch::EventsBatchBuilder;
 use crate::wal::{Append, Wal, WalError, WalRecord};
 use lake::{Lake, NewFile, TableKind, tables};
 
+mod event_files;
 mod flush;
 mod tombstones;
 
