@@ -66,6 +66,30 @@ fn generated_session(index: u64, small: bool) -> (String, Vec<String>) {
     (reference, events)
 }
 
+/// Posts `events` as one collector batch to `url`; returns how many times the collector asked
+/// to back off. 503 is its back-pressure while the flusher catches up: wait and send the same
+/// batch again, as the embed does.
+async fn send_batch(client: &reqwest::Client, url: &str, events: &[String]) -> anyhow::Result<u64> {
+    let body = format!(r#"{{"events":[{}]}}"#, events.join(","));
+    let mut waits = 0;
+    loop {
+        let reply = client
+            .post(url)
+            .header("content-type", "text/plain")
+            .body(body.clone())
+            .send()
+            .await?;
+        match reply.status().as_u16() {
+            201 => return Ok(waits),
+            503 => {
+                waits += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            status => bail!("collector answered {status}"),
+        }
+    }
+}
+
 /// Posts generated sessions `from..` until `enough(sessions, events)`; returns (sessions,
 /// events, references).
 async fn load_survey(
@@ -99,26 +123,10 @@ async fn load_survey(
             while !done.load(Ordering::Relaxed) {
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 let (reference, events) = generated_session(index, small);
+                let url = format!("{base}/{reference}");
                 for chunk in events.chunks(EVENTS_PER_REQUEST) {
-                    let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
-                    // 503 is the collector's back-pressure while the flusher catches up: wait
-                    // and send the same batch again, as the embed does.
-                    loop {
-                        let reply = client
-                            .post(format!("{base}/{reference}"))
-                            .header("content-type", "text/plain")
-                            .body(body.clone())
-                            .send()
-                            .await?;
-                        match reply.status().as_u16() {
-                            201 => break,
-                            503 => {
-                                backpressure.fetch_add(1, Ordering::Relaxed);
-                                tokio::time::sleep(Duration::from_millis(100)).await;
-                            }
-                            status => bail!("collector answered {status}"),
-                        }
-                    }
+                    let waits = send_batch(&client, &url, chunk).await?;
+                    backpressure.fetch_add(waits, Ordering::Relaxed);
                 }
                 references.push(reference);
                 let events = events_sent.fetch_add(events.len() as u64, Ordering::Relaxed)
@@ -128,7 +136,7 @@ async fn load_survey(
                     done.store(true, Ordering::Relaxed);
                 }
             }
-            Ok(references)
+            Ok::<_, anyhow::Error>(references)
         }));
     }
     let mut references = Vec::new();
@@ -359,20 +367,7 @@ async fn send_slowly(
     every: Duration,
 ) -> anyhow::Result<()> {
     for chunk in events.chunks(50) {
-        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
-        loop {
-            let reply = client
-                .post(&url)
-                .header("content-type", "text/plain")
-                .body(body.clone())
-                .send()
-                .await?;
-            match reply.status().as_u16() {
-                201 => break,
-                503 => tokio::time::sleep(Duration::from_millis(100)).await,
-                status => bail!("collector answered {status} to the long recording"),
-            }
-        }
+        send_batch(&client, &url, chunk).await?;
         tokio::time::sleep(every).await;
     }
     Ok(())

@@ -109,16 +109,6 @@ impl SqliteCatalog {
         }
         Ok(())
     }
-
-    async fn run_by_id(&self, id: &RunId) -> Result<Option<ScoringRun>> {
-        let row = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE id = $1"
-        ))
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(rows::scoring_run).transpose()
-    }
 }
 
 crate::shared::impl_organizations!(SqliteCatalog, {

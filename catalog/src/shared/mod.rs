@@ -22,8 +22,7 @@
 //!   (PostgreSQL's `FOR UPDATE SKIP LOCKED`; nothing in SQLite, which has one writer at a time);
 //! - `IN_LIST_3` and `bound_list`: `identifier IN` a list bound as parameter 3;
 //! - `lock_tombstone_ids` and `insert_tombstoned_identifiers`: tombstone inserts whose ids become
-//!   visible in the order they were drawn;
-//! - `run_by_id`: one scoring run by id.
+//!   visible in the order they were drawn.
 //!
 //! A macro rather than generic functions: sqlx's queries over a generic database need a
 //! where-clause per bound type, longer than the SQL they would share. rustfmt does not format

@@ -53,10 +53,14 @@ macro_rules! impl_runs {
             }
 
             async fn scoring_run(&self, survey: &SurveyId, id: &RunId) -> Result<Option<ScoringRun>> {
-                Ok(self
-                    .run_by_id(id)
-                    .await?
-                    .filter(|run| &run.survey_id == survey))
+                let row = sqlx::query(&format!(
+                    "SELECT {RUN_COLUMNS} FROM scoring_runs WHERE id = $1 AND survey_id = $2"
+                ))
+                .bind(id.as_str())
+                .bind(survey.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(rows::scoring_run).transpose()
             }
 
             async fn request_run_cancel(
