@@ -25,6 +25,7 @@ mod operations;
 mod provisioning;
 mod quality;
 mod rate_limit;
+mod replay;
 mod review;
 mod routes;
 mod s3_lake;
