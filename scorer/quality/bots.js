@@ -67,8 +67,12 @@
 
 const crypto = require("crypto");
 const fs = require("fs");
+const path = require("path");
 
-const GENERATORS = ["naive", "stealth", "factorial"];
+// The survey layouts every recorded session fills, people and automation alike.
+const LAYOUTS = JSON.parse(fs.readFileSync(path.join(__dirname, "survey", "layouts.json"), "utf8"));
+
+const GENERATORS = ["naive", "stealth", "factorial", "touch-person"];
 // A generator's number is part of its sessions' behaviour seeds: naive and stealth keep the
 // numbers they always had, the factorial generator takes one no earlier generator used.
 const GENERATOR_NUMBER = { naive: 0, stealth: 1, factorial: 9 };
@@ -103,11 +107,14 @@ const ANSWERS = [
 ];
 const COLOURS = ["blue", "green", "red", "purple", "teal", "orange", "black", "yellow"];
 
+/** Seeds from "FROM-TO", "N" or a comma-separated list of either. */
 function seedRange(text) {
-  const [from, to] = String(text).split("-").map(Number);
-  if (!Number.isInteger(from) || (to !== undefined && !Number.isInteger(to))) throw new Error(`bad seed range ${text}`);
   const seeds = [];
-  for (let seed = from; seed <= (to === undefined ? from : to); seed++) seeds.push(seed);
+  for (const part of String(text).split(",")) {
+    const [from, to] = part.split("-").map(Number);
+    if (!Number.isInteger(from) || (to !== undefined && !Number.isInteger(to))) throw new Error(`bad seed range ${text}`);
+    for (let seed = from; seed <= (to === undefined ? from : to); seed++) seeds.push(seed);
+  }
   return seeds;
 }
 
@@ -140,7 +147,19 @@ function parseArgs(argv) {
   }
   args.seedList = seedRange(args.seeds);
   args.concurrency = Math.max(1, Number(args.concurrency));
+  args.layout = args.layout || "demo";
+  if (!LAYOUTS.layouts[args.layout]) throw new Error(`unknown layout ${args.layout}`);
+  if (args.layout !== "demo" && !args.pages) throw new Error("--layout needs --pages (the harness's page server)");
+  // A display makes every browser headed, in a window of its own on that (virtual) screen, as
+  // the replayed people's are (scorer/quality/replay/browser.py).
+  if (args.display) process.env.DISPLAY = args.display;
   return args;
+}
+
+/** The survey page of a session: the harness's page server's layout, or the demo page. */
+function pageUrl(args, reference) {
+  if (args.pages) return `${args.pages}/s/${args.layout}?key=${args.key}&response=${reference}`;
+  return `${args.base}/demo/${args.key}?response=${reference}`;
 }
 
 /** A UUID (v4 layout) from generator and seed: the session's reference and identifier. */
@@ -244,21 +263,40 @@ function designFor(seed, forced = {}) {
   return best.combo;
 }
 
-function factorsFor(generator, seed, forced) {
-  return generator === "factorial" ? designFor(seed, forced) : { ...LIBRARY_FACTORS };
+/**
+ * A seed's factors on a layout: a phone layout is filled by touch (the modality forced), a
+ * desktop layout never (touch is forced off: the seed's design is redrawn without it).
+ */
+function factorsFor(generator, seed, forced, layout = "demo") {
+  if (generator !== "factorial") return { ...LIBRARY_FACTORS };
+  const phone = LAYOUTS.layouts[layout].device === "phone";
+  if (phone) return designFor(seed, { ...forced, modality: "touch" });
+  const drawn = designFor(seed, forced);
+  if (drawn.modality !== "touch") return drawn;
+  // Another modality, the first possible with the forced levels in an order drawn by the seed.
+  const others = FACTORS.modality.filter((m) => m !== "touch");
+  const first = hash32(`telltale-quality/desktop/${seed}`) % others.length;
+  for (let k = 0; k < others.length; k++) {
+    try {
+      return designFor(seed, { ...forced, modality: others[(first + k) % others.length] });
+    } catch (error) {
+      if (k === others.length - 1) throw error;
+    }
+  }
+  throw new Error("unreachable");
 }
 
 // ---- naive and stealth: the automation library's own actions --------------------------------
 
-async function fillNaive(page, r) {
-  await page.check(`input[value=${r.pick(["weekly", "monthly", "rarely"])}]`);
-  await page.check(`input[value=${r.pick(["phone", "laptop", "tablet"])}]`);
-  await page.click("#next-1");
-  await page.fill("#experience", r.pick(ANSWERS));
-  await page.fill("#colour", r.pick(COLOURS));
-  await page.click("#next-2");
-  await page.fill("#satisfaction", String(r.int(0, 10)));
-  await page.click("#submit");
+async function fillNaive(page, r, layout) {
+  for (const actions of drawPlan(r, layout)) {
+    for (const action of actions) {
+      if (action.do === "radio" || action.do === "checkbox") await page.check(`input[name="${action.name}"][value="${action.value}"]`);
+      else if (action.do === "text") await page.fill(action.selector, action.text);
+      else if (action.do === "range") await page.fill(action.selector, String(action.value));
+      else await page.click(action.selector);
+    }
+  }
 }
 
 // ---- what every factorial session shares -----------------------------------------------------
@@ -959,13 +997,31 @@ function chromiumMajor() {
 const desktopAgent = () => `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${chromiumMajor()}.0.0.0 Safari/537.36`;
 const phoneAgent = () => `Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${chromiumMajor()}.0.0.0 Mobile Safari/537.36`;
 
+// Headed: the virtual screen and the windows drawn on it, as scorer/quality/replay/browser.py
+// draws them for the replayed people (outer window sizes; the page gets what the frame leaves).
+const SCREEN = { width: 1920, height: 1080 };
+const WINDOW_SIZES = [[1280, 800], [1366, 768], [1440, 900], [1536, 864], [1600, 1000], [1280, 1024]];
+const headed = () => !!process.env.DISPLAY;
+
 /** The session's screen: a desktop window or a phone. */
 function drawScreen(r, factors) {
   if (factors.modality === "touch") {
     const phone = r.pick(PHONES);
-    return { phone: true, width: phone.width, height: phone.height, ratio: phone.ratio, userAgent: phoneAgent() };
+    return { phone: true, width: phone.width, height: phone.height, ratio: phone.ratio, userAgent: phoneAgent(), window: headed() ? { x: r.int(0, 400), y: r.int(0, 100), width: 480, height: 980 } : null };
+  }
+  if (headed()) {
+    const [width, height] = r.pick(WINDOW_SIZES);
+    const window = { x: r.int(0, SCREEN.width - width), y: r.int(0, SCREEN.height - height), width, height };
+    return { phone: false, width, height, ratio: 1, userAgent: null, window };
   }
   return { phone: false, width: r.pick(VIEWPORT_WIDTHS), height: r.pick(VIEWPORT_HEIGHTS), ratio: 1, userAgent: desktopAgent() };
+}
+
+/** Chromium's flags for a session's window: headed on the display, or headless. */
+function windowArgs(screen) {
+  if (!screen || !screen.window) return ["--headless"];
+  const w = screen.window;
+  return [`--window-position=${w.x},${w.y}`, `--window-size=${w.width},${w.height}`];
 }
 
 const SOFT_KEY = { key: "Unidentified", code: "", windowsVirtualKeyCode: 229, nativeVirtualKeyCode: 229 };
@@ -1102,8 +1158,9 @@ async function webdriverDriver(screen) {
   const { Pointer } = require("selenium-webdriver/lib/input");
   const options = new chrome.Options()
     .setChromeBinaryPath(CHROMIUM)
-    .addArguments("--headless", "--no-sandbox", "--disable-blink-features=AutomationControlled")
-    .addArguments(`--window-size=${screen.width},${screen.height}`, `--user-agent=${screen.userAgent}`)
+    .addArguments("--no-sandbox", "--disable-blink-features=AutomationControlled", ...windowArgs(screen))
+    .addArguments(...(screen.window ? [] : [`--window-size=${screen.width},${screen.height}`]))
+    .addArguments(...(screen.userAgent ? [`--user-agent=${screen.userAgent}`] : []))
     .excludeSwitches("enable-automation");
   const driver = await new Builder()
     .forBrowser("chrome")
@@ -1278,10 +1335,10 @@ function pathModel(r, level, resources) {
  * notches go through the library's cursor.scroll, so they land where its cursor is. The library
  * draws its paths from Math.random: only the rest of the session follows the seed.
  */
-function ghostPointer(io, r, who) {
+function ghostPointer(io, r, who, shown) {
   const { createCursor } = require("ghost-cursor");
   const page = io.page;
-  const view = page.viewport();
+  const view = page.viewport() || shown; // headed: no emulated viewport, the window's
   const start = { x: r.uniform(0.1, 0.6) * view.width, y: r.uniform(0.1, 0.7) * view.height };
   const cursor = createCursor(page, start, true);
   const wheel = (dy) => cursor.scroll({ y: dy }, { scrollSpeed: 100, scrollDelay: 0 });
@@ -1311,8 +1368,8 @@ const sliderPoint = (value) => (r, b) => ({
 function mouseActor(pointer) {
   return {
     idle: () => pointer.idle(),
-    radio: (name, value) => pointer.click(`input[name=${name}][value=${value}]`),
-    checkbox: (value) => pointer.click(`input[type=checkbox][value=${value}]`),
+    radio: (name, value) => pointer.click(`input[name="${name}"][value="${value}"]`),
+    checkbox: (value) => pointer.click(`input[type=checkbox][value="${value}"]`),
     button: (selector) => pointer.click(selector),
     field: (selector) => pointer.click(selector),
     range: (selector, value) => pointer.click(selector, sliderPoint(value)),
@@ -1364,7 +1421,7 @@ function keyboardActor(io, r, who, pacer) {
   return {
     idle: async () => {},
     async radio(name, value) {
-      const state = await tabTo(`input[name=${name}][value=${value}]`);
+      const state = await tabTo(`input[name="${name}"][value="${value}"]`);
       const n = state.group.length;
       const steps = (state.group.indexOf(value) - state.group.indexOf(state.activeValue) + n) % n;
       if (steps === 0) {
@@ -1376,7 +1433,7 @@ function keyboardActor(io, r, who, pacer) {
       for (let i = 0; i < count; i++) await press(key);
     },
     async checkbox(value) {
-      const state = await tabTo(`input[type=checkbox][value=${value}]`);
+      const state = await tabTo(`input[type=checkbox][value="${value}"]`);
       if (!state.checked) await press(" ");
     },
     async button(selector) {
@@ -1448,8 +1505,8 @@ function touchActor(io, r, who) {
   return {
     idle: async () => {},
     // Radios and checkboxes are 13 px: a finger aims at their labels.
-    radio: (name, value) => tap(`input[name=${name}][value=${value}]`, fingerPoint, true),
-    checkbox: (value) => tap(`input[type=checkbox][value=${value}]`, fingerPoint, true),
+    radio: (name, value) => tap(`input[name="${name}"][value="${value}"]`, fingerPoint, true),
+    checkbox: (value) => tap(`input[type=checkbox][value="${value}"]`, fingerPoint, true),
     button: (selector) => tap(selector),
     field: (selector) => tap(selector),
     range: (selector, value) => tap(selector, sliderPoint(value)),
@@ -1458,16 +1515,35 @@ function touchActor(io, r, who) {
 
 // ---- the factorial session ---------------------------------------------------------------------
 
-/** What this session answers. */
-function drawPlan(r) {
-  const devices = ["phone", "laptop", "tablet"].filter(() => r.next() < 0.5);
-  return {
-    often: r.pick(["weekly", "monthly", "rarely"]),
-    devices: devices.length ? devices : [r.pick(["phone", "laptop", "tablet"])],
-    experience: r.pick(ANSWERS),
-    colour: r.pick(COLOURS),
-    satisfaction: r.int(0, 10),
-  };
+/**
+ * What this session answers on its layout (survey/layouts.json), page by page: one action per
+ * control, as the replay of a person draws it (scorer/quality/replay/play.py draw_plan).
+ */
+function drawPlan(r, layout) {
+  const spec = LAYOUTS.layouts[layout];
+  if (!spec) throw new Error(`unknown layout ${layout}`);
+  return spec.pages.map((steps) => {
+    const actions = [];
+    for (const step of steps) {
+      if (step.kind === "radio") actions.push({ do: "radio", name: step.name, value: r.pick(step.values) });
+      else if (step.kind === "checkbox") {
+        const chosen = step.values.filter(() => r.next() < 0.45);
+        for (const value of chosen.length ? chosen : [r.pick(step.values)]) actions.push({ do: "checkbox", name: step.name, value });
+      } else if (step.kind === "text") actions.push({ do: "text", selector: step.selector, text: answerText(r, step.answer) });
+      else if (step.kind === "range") actions.push({ do: "range", selector: step.selector, value: r.int(step.min, step.max) });
+      else if (step.kind === "button") actions.push({ do: "button", selector: step.selector });
+      else throw new Error(`unknown step ${step.kind}`);
+    }
+    return actions;
+  });
+}
+
+/** An answer of about the length a person types for it: a word, a sentence, two or three. */
+function answerText(r, length) {
+  if (length === "word") return r.pick(COLOURS);
+  if (length === "short") return r.pick(ANSWERS);
+  const count = r.int(2, 3);
+  return Array.from({ length: count }, () => r.pick(ANSWERS)).join(". ");
 }
 
 /** Types `text` into the focused field with the session's typist (or the soft keyboard). */
@@ -1478,42 +1554,33 @@ async function enterText(io, r, session, text) {
   return io.keys(keyEvents(r, strokes, { shift: session.soft !== "keys" }));
 }
 
-/** The demo survey, page by page, with the session's pacing, modality and typing. */
+/** The layout, page by page, with the session's pacing, modality and typing. */
 async function fillFactorial(io, r, session) {
   const { actor, pacer, plan, factors } = session;
   const paste = factors.modality === "paste";
-  await pacer.pageStart();
-  if (pacer.level === "human") await actor.idle();
-  await actor.radio("often", plan.often);
-  for (const device of plan.devices) {
-    await pacer.between();
-    await actor.checkbox(device);
+  for (const actions of plan) {
+    await pacer.pageStart();
+    if (pacer.level === "human") await actor.idle();
+    let first = true;
+    for (const action of actions) {
+      if (!first) await pacer.between();
+      first = false;
+      if (action.do === "radio") await actor.radio(action.name, action.value);
+      else if (action.do === "checkbox") await actor.checkbox(action.value);
+      else if (action.do === "range") await actor.range(action.selector, action.value);
+      else if (action.do === "button") await actor.button(action.selector);
+      else if (paste && action.text.length > 20) {
+        await io.setClipboard(action.text); // copied from somewhere else
+        await actor.field(action.selector);
+        await pacer.between();
+        await io.keys(pasteEvents(r, session.motor));
+      } else {
+        await actor.field(action.selector);
+        await pacer.beforeTyping();
+        await enterText(io, r, session, action.text);
+      }
+    }
   }
-  await pacer.between();
-  await actor.button("#next-1");
-
-  await pacer.pageStart();
-  if (paste) await io.setClipboard(plan.experience); // copied from somewhere else
-  await actor.field("#experience");
-  if (paste) {
-    await pacer.between();
-    await io.keys(pasteEvents(r, session.motor));
-  } else {
-    await pacer.beforeTyping();
-    await enterText(io, r, session, plan.experience);
-  }
-  await pacer.between();
-  await actor.field("#colour");
-  await pacer.beforeTyping();
-  await enterText(io, r, session, plan.colour);
-  await pacer.between();
-  await actor.button("#next-2"); // under the long block: scrolled to first
-
-  await pacer.pageStart();
-  if (pacer.level === "human") await actor.idle();
-  await actor.range("#satisfaction", plan.satisfaction);
-  await pacer.between();
-  await actor.button("#submit");
 }
 
 // ---- browsers ----------------------------------------------------------------------------------
@@ -1529,13 +1596,15 @@ function lazy(launch) {
   };
 }
 
-/** Debian's Chromium under playwright-core, stealthed unless `naive`. */
-async function launchPlaywright(naive) {
+/** Debian's Chromium under playwright-core, stealthed unless `naive`; headed in the session's
+ * window when `screen` has one. */
+async function launchPlaywright(naive, screen = null) {
   const { chromium } = require("playwright-core");
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
+    headless: false, // the flags below say headless or not, as for puppeteer
     // Stealth hides the automation flag as stealth plugins do; naive sessions keep it as shipped.
-    args: ["--headless", "--no-sandbox"].concat(naive ? [] : ["--disable-blink-features=AutomationControlled"]),
+    args: ["--no-sandbox", ...windowArgs(screen)].concat(naive ? [] : ["--disable-blink-features=AutomationControlled"]),
   });
   // The browser's own user agent without the "Headless" tell, as stealth plugins do.
   const probe = await browser.newPage();
@@ -1545,38 +1614,49 @@ async function launchPlaywright(naive) {
 }
 
 /** Debian's Chromium under puppeteer-core (ghost-cursor's driver), set up as the stealth one. */
-async function launchPuppeteer() {
+async function launchPuppeteer(screen = null) {
   const puppeteer = require("puppeteer-core");
   const browser = await puppeteer.launch({
     executablePath: CHROMIUM,
     // The flags spelled out as for Playwright; `headless: false` only stops puppeteer adding its own.
     headless: false,
-    args: ["--headless", "--no-sandbox", "--disable-blink-features=AutomationControlled"],
+    defaultViewport: screen && screen.window ? null : undefined,
+    args: ["--no-sandbox", "--disable-blink-features=AutomationControlled", ...windowArgs(screen)],
   });
   const userAgent = (await browser.userAgent()).replace("HeadlessChrome", "Chrome");
   return { browser, userAgent, close: () => browser.close() };
 }
 
-/** The session's driver, opened on a fresh context (or a fresh browser, for webdriver). */
+/**
+ * The session's driver, opened on a fresh context (or a fresh browser, for webdriver). Headed (a
+ * session window drawn), every session gets a browser of its own in that window.
+ */
 async function openDriver(browsers, factors, screen) {
   if (factors.driver === "webdriver") return webdriverDriver(screen);
+  const own = !!screen.window;
   if (factors.path === "ghost-cursor") {
-    const { browser, userAgent } = await browsers.puppeteer.get();
-    const context = await browser.createBrowserContext();
-    const page = await context.newPage();
-    await page.setViewport({ width: screen.width, height: screen.height });
-    await page.setUserAgent({ userAgent });
+    const { browser, userAgent } = own ? await launchPuppeteer(screen) : await browsers.puppeteer.get();
+    const context = own ? browser.defaultBrowserContext() : await browser.createBrowserContext();
+    const page = own ? (await browser.pages())[0] || (await browser.newPage()) : await context.newPage();
+    if (!own) {
+      await page.setViewport({ width: screen.width, height: screen.height });
+      await page.setUserAgent({ userAgent });
+    }
     await page.evaluateOnNewDocument(hideWebdriver);
-    return puppeteerDriver(context, page);
+    const io = puppeteerDriver(context, page);
+    if (own) io.close = () => browser.close();
+    return io;
   }
-  const { browser, userAgent } = await browsers.stealth.get();
+  const launched = own ? await launchPlaywright(false, screen) : await browsers.stealth.get();
   const options = screen.phone
     ? { viewport: { width: screen.width, height: screen.height }, deviceScaleFactor: screen.ratio, isMobile: true, hasTouch: true, userAgent: screen.userAgent }
-    : { viewport: { width: screen.width, height: screen.height }, userAgent };
+    : own ? { viewport: null } : { viewport: { width: screen.width, height: screen.height }, userAgent: launched.userAgent };
   if (factors.modality === "paste") options.permissions = ["clipboard-read", "clipboard-write"];
-  const context = await browser.newContext(options);
+  const context = await launched.browser.newContext(options);
   await context.addInitScript(hideWebdriver);
-  return playwrightDriver(context, await context.newPage(), screen);
+  const io = await playwrightDriver(context, await context.newPage(), screen);
+  if (own) io.close = () => launched.browser.close();
+  return io;
 }
 
 /** Every draw of a factorial session beyond its factors, from its behaviour seed. */
@@ -1589,7 +1669,7 @@ function drawSession(r, factors, resources) {
   // A phone's keyboard: an IME's "Unidentified" keys most of the time, real key events otherwise.
   const soft = factors.modality === "touch" ? (r.next() < 0.7 ? "unidentified" : "keys") : null;
   const path = MOVING_PATHS.includes(factors.path) && factors.path !== "ghost-cursor" ? pathModel(r, factors.path, resources) : null;
-  const plan = drawPlan(r);
+  const plan = drawPlan(r, resources.layout);
   const details = {
     screen: `${screen.width}x${screen.height}${screen.phone ? " phone" : ""}`,
     typist: typist.details,
@@ -1606,11 +1686,14 @@ async function runFactorial(browsers, args, seed, resources, factors, reference)
   const io = await openDriver(browsers, factors, session.screen);
   let ghost = null;
   try {
-    await io.goto(`${args.base}/demo/${args.key}?response=${reference}`);
+    await io.goto(pageUrl(args, reference));
     const who = session.motor;
     if (factors.modality === "touch") session.actor = touchActor(io, r, who);
     else if (factors.path === "none") session.actor = keyboardActor(io, r, who, session.pacer);
-    else if (factors.path === "ghost-cursor") session.actor = mouseActor((ghost = ghostPointer(io, r, who)));
+    else if (factors.path === "ghost-cursor") {
+      const shown = await io.evaluate(() => ({ width: innerWidth, height: innerHeight }));
+      session.actor = mouseActor((ghost = ghostPointer(io, r, who, shown)));
+    }
     else {
       const view = await io.evaluate(() => ({ width: innerWidth, height: innerHeight }));
       const start = { x: r.uniform(0.1, 0.6) * view.width, y: r.uniform(0.1, 0.7) * view.height };
@@ -1641,20 +1724,175 @@ async function finish(io) {
 async function runLibrary(browsers, args, seed, reference) {
   const naive = args.generator === "naive";
   const r = rng(seed * 7919 + GENERATOR_NUMBER[args.generator]);
-  const { browser, userAgent } = await (naive ? browsers.naive : browsers.stealth).get();
-  const context = await browser.newContext(
-    naive ? {} : { userAgent, viewport: { width: r.pick(VIEWPORT_WIDTHS), height: r.pick(VIEWPORT_HEIGHTS) } },
+  const screen = headed() ? drawScreen(r, { modality: "library" }) : null;
+  const launched = screen ? await launchPlaywright(naive, screen) : await (naive ? browsers.naive : browsers.stealth).get();
+  const context = await launched.browser.newContext(
+    screen ? { viewport: null } : naive ? {} : { userAgent: launched.userAgent, viewport: { width: r.pick(VIEWPORT_WIDTHS), height: r.pick(VIEWPORT_HEIGHTS) } },
   );
   if (!naive) await context.addInitScript(hideWebdriver);
   const page = await context.newPage();
   try {
-    await page.goto(`${args.base}/demo/${args.key}?response=${reference}`);
-    await fillNaive(page, r);
+    await page.goto(pageUrl(args, reference));
+    await fillNaive(page, r, args.layout);
     await finish({ evaluate: (fn) => page.evaluate(fn), goto: (url) => page.goto(url) });
   } finally {
     await context.close();
+    if (screen) await launched.browser.close();
   }
   return {};
+}
+
+// ---- people's touch on the phone layout, through DevTools ------------------------------------
+
+// The one generator here that plays people, not automation (the pipeline labels its sessions
+// human): no kernel here has uinput and Xvfb has no touch device, so a person's recorded taps and
+// swipes (scorer/quality/replay/touch.py exports HMOG's) reach the phone layout through the same
+// DevTools touch input the touch bots use, and the report counts touch apart. Its seeds number
+// the export's jobs (1 is the first); a job names the person, the share of their gestures it
+// plays and the session's reference. The page is read as replay/play.py reads it: each question
+// for as long as its words take at the person's reading speed (Brysbaert 2019: adults read
+// 175-300 words a minute silently), then the person's own recorded pause before the gesture.
+
+const READING_WPM_MEAN = 238;
+const READING_WPM_SD = 40;
+
+function loadTouchPeople(path) {
+  if (!path) throw new Error("the touch-person generator needs --touch-people (replay/touch.py's export)");
+  return JSON.parse(fs.readFileSync(path, "utf8"));
+}
+
+/** Words a person reads before answering, as survey/probe.js counts them. Runs in the page. */
+function countWords({ selector, page }) {
+  let text = "";
+  if (page) {
+    const section = document.querySelector("section.current") || document.body;
+    section.querySelectorAll("h1, h2, p").forEach((e) => {
+      text += " " + e.textContent;
+    });
+  } else {
+    const element = document.querySelector(selector);
+    const around = element && element.closest("fieldset, tr");
+    text = around ? around.textContent : "";
+  }
+  return text.split(/\s+/).filter((w) => w.length > 0).length;
+}
+
+/** A person's recorded gestures and soft-keyboard runs, from the job's share of them. */
+function touchHand(person, job, r) {
+  const from = (list) => Math.floor((list.length * job.block) / job.blocks);
+  let tap = from(person.taps);
+  let swipe = from(person.swipes);
+  let run = from(person.keys);
+  const wpm = clamp(READING_WPM_MEAN + READING_WPM_SD * r.normal(), 150, 400);
+  const letters = "thequickbrownfoxjumpsoverthelazydog";
+  let letter = 0;
+  return {
+    reading: (words) => ((words * 60000) / wpm) * Math.exp(0.35 * r.normal()),
+    tap: () => person.taps[tap++ % person.taps.length],
+    swipe: () => person.swipes[swipe++ % person.swipes.length],
+    /** Soft-keyboard strokes of one answer: a recorded run (its first word for a one-word field). */
+    strokes(length) {
+      if (!person.keys.length) return [];
+      let keys = person.keys[run++ % person.keys.length];
+      if (length === "word") {
+        const space = keys.findIndex((k) => k[2] === "space");
+        keys = space > 0 ? keys.slice(0, space) : keys.slice(0, 8);
+      }
+      const out = [];
+      for (const [down, up, keyClass] of keys) {
+        const key = keyClass === "char" ? letters[letter++ % letters.length] : keyClass === "digit" ? "5"
+          : keyClass === "space" ? " " : keyClass === "backspace" ? "Backspace" : null;
+        if (key !== null) out.push({ key, down, hold: Math.max(5, up - down) });
+      }
+      return out;
+    },
+  };
+}
+
+const contactOfGesture = (g) => ({ radiusX: g.radius || 1, radiusY: g.radius || 1, force: g.force || 1 });
+
+/** One recorded swipe, its length kept (at most 55 % of the view), turned to scroll `direction`. */
+async function personSwipe(io, r, hand, b, direction) {
+  const s = hand.swipe();
+  const last = s.points[s.points.length - 1];
+  const chord = Math.hypot(last[1], last[2]) || 1;
+  const scale = Math.min(1, (b.viewHeight * 0.55) / chord);
+  // Rotate the chord onto (0, -direction): the finger goes up to scroll down.
+  const angle = Math.atan2(-direction, 0) - Math.atan2(last[2], last[1]);
+  const cos = Math.cos(angle) * scale;
+  const sin = Math.sin(angle) * scale;
+  const x0 = b.viewWidth * r.uniform(0.35, 0.75);
+  const y0 = direction > 0 ? b.viewHeight * r.uniform(0.65, 0.85) : b.viewHeight * r.uniform(0.15, 0.35);
+  const points = s.points.map(([t, dx, dy]) => ({ x: x0 + cos * dx - sin * dy, y: y0 + sin * dx + cos * dy, t }));
+  await sleep(Math.min(s.pause, 3000));
+  await io.swipe(points, contactOfGesture(s));
+  await sleep(r.uniform(350, 800)); // the scroll settles, the eyes follow
+}
+
+async function personSwipeIntoView(io, r, hand, selector, label) {
+  for (let attempt = 0; attempt < 25; attempt++) {
+    const b = await locate(io, selector, label);
+    const margin = 40;
+    const inside = b.y >= 0 && b.y + b.height <= b.viewHeight;
+    const below = b.y + b.height - (b.viewHeight - margin);
+    const above = margin - b.y;
+    if ((below <= 0 || (inside && b.scrollY >= b.scrollMax - 1)) && (above <= 0 || (inside && b.scrollY <= 0))) return b;
+    await personSwipe(io, r, hand, b, below > 0 ? 1 : -1);
+  }
+  throw new Error(`could not swipe ${selector} into view`);
+}
+
+async function fillTouchPerson(io, r, hand, plan) {
+  const read = async (query) => sleep(hand.reading(await io.evaluate(countWords, query)));
+  const tapAt = async (selector, label, aim) => {
+    const b = await personSwipeIntoView(io, r, hand, selector, label);
+    const p = aim ? aim(r, b) : { x: b.x + b.width * clamp(0.5 + 0.15 * r.normal(), 0.1, 0.9), y: b.y + b.height * clamp(0.5 + 0.15 * r.normal(), 0.1, 0.9) };
+    const tap = hand.tap();
+    await sleep(Math.min(tap[3], 3000));
+    await io.tap(p.x, p.y, clamp(tap[0], 20, 480), contactOfGesture({ radius: tap[1], force: tap[2] }));
+  };
+  for (const actions of plan) {
+    await read({ page: true });
+    for (const action of actions) {
+      const selector = action.selector || `input[name="${action.name}"][value="${action.value}"]`;
+      await read({ selector });
+      if (action.do === "radio" || action.do === "checkbox") await tapAt(selector, true);
+      else if (action.do === "range") await tapAt(selector, false, sliderPoint(action.value));
+      else if (action.do === "button") await tapAt(selector, false);
+      else {
+        await tapAt(selector, false);
+        await sleep(Math.min(hand.tap()[3], 3000));
+        const length = action.text.length <= 10 ? "word" : action.text.length <= 50 ? "short" : "long";
+        await io.keys(softKeyEvents(hand.strokes(length)));
+      }
+    }
+    await sleep(400); // the next page shows
+  }
+}
+
+async function runTouchPerson(args, seed, resources) {
+  const exported = resources.touchPeople();
+  const job = exported.jobs[seed - 1];
+  if (!job) throw new Error(`no touch job ${seed} (the export has ${exported.jobs.length})`);
+  const person = exported.people[job.person];
+  const r = rng(hash32(`telltale-replay/touch/${job.key}`));
+  const screen = drawScreen(r, { modality: "touch" });
+  // No stealth script: a person's browser answers navigator.webdriver itself.
+  const launched = await launchPlaywright(false, screen.window ? screen : null);
+  const context = await launched.browser.newContext({
+    viewport: { width: screen.width, height: screen.height }, deviceScaleFactor: screen.ratio, isMobile: true,
+    hasTouch: true, userAgent: screen.userAgent,
+  });
+  const io = await playwrightDriver(context, await context.newPage(), screen);
+  try {
+    await io.goto(pageUrl(args, job.reference));
+    await fillTouchPerson(io, r, touchHand(person, job, r), drawPlan(r, args.layout));
+    await finish(io);
+  } finally {
+    await io.close();
+    await launched.browser.close();
+  }
+  return { job };
 }
 
 async function runSession(browsers, args, seed, resources) {
@@ -1664,7 +1902,12 @@ async function runSession(browsers, args, seed, resources) {
   const seconds = () => Math.round((Date.now() - started) / 100) / 10;
   let factors = null;
   try {
-    factors = factorsFor(generator, seed, args.forced);
+    if (generator === "touch-person") {
+      factors = { modality: "touch", driver: "cdp" };
+      const { job } = await runTouchPerson(args, seed, resources);
+      return { reference: job.reference, generator, seed, ok: true, seconds: seconds(), factors, details: { job } };
+    }
+    factors = factorsFor(generator, seed, args.forced, args.layout);
     const details =
       generator === "factorial"
         ? await runFactorial(browsers, args, seed, resources, factors, reference)
@@ -1679,7 +1922,7 @@ async function main() {
   const args = parseArgs(process.argv);
   if (args.listDesign) {
     for (const seed of args.seedList) {
-      const line = { seed, reference: referenceFor(args.generator, seed), factors: factorsFor(args.generator, seed, args.forced) };
+      const line = { seed, reference: referenceFor(args.generator, seed), factors: factorsFor(args.generator, seed, args.forced, args.layout || "demo") };
       process.stdout.write(JSON.stringify(line) + "\n");
     }
     return;
@@ -1690,6 +1933,8 @@ async function main() {
     return () => (value = value || load());
   };
   const resources = {
+    layout: args.layout,
+    touchPeople: once(() => loadTouchPeople(args.touchPeople)),
     strokes: once(() => loadStrokes(args.replayTraces)),
     typingTraces: once(() => loadTypingTraces(args.typingTraces)),
   };

@@ -583,11 +583,17 @@ class BotDesignTest(unittest.TestCase):
         # 840 seeds are whole blocks of 4, 3 and 2: exactly balanced.
         self.assertEqual(counts["typing"], {level: 210 for level in ("population", "replay", "metronome", "insert")})
         self.assertEqual(counts["pacing"], {level: 280 for level in ("human", "agent", "fast")})
-        self.assertEqual(counts["modality"], {level: 210 for level in ("mouse", "keyboard", "touch", "paste")})
+        # A desktop layout (the default, demo) is never filled by touch: its seeds are redrawn
+        # among the other modalities; the phone layout always is.
+        self.assertEqual(set(counts["modality"]), {"mouse", "keyboard", "paste"})
+        self.assertTrue(all(250 <= n <= 310 for n in counts["modality"].values()), counts["modality"])
+        phone = self.design("1-40", "--layout", "phone")
+        self.assertEqual({row["factors"]["modality"] for row in phone}, {"touch"})
+        self.assertEqual({row["factors"]["path"] for row in phone}, {"none"})
         self.assertEqual(counts["driver"], {"cdp": 420, "webdriver": 420})
         # The factors are drawn independently: every modality meets every typing level and driver.
         pairs = Counter((row["factors"]["modality"], row["factors"]["typing"]) for row in rows)
-        self.assertEqual(len(pairs), 16)
+        self.assertEqual(len(pairs), 12)
         self.assertTrue(all(30 <= n <= 90 for n in pairs.values()), pairs)
         mouse_paths = Counter(row["factors"]["path"] for row in rows if row["factors"]["modality"] == "mouse")
         self.assertEqual(set(mouse_paths), self.MOVING)
@@ -620,7 +626,9 @@ class BotDesignTest(unittest.TestCase):
         self.assertNotIn("ghost-cursor", {r["factors"]["path"] for r in rows})
         self.assertEqual(Counter(r["factors"]["typing"] for r in rows), {t: 30 for t in ("population", "replay", "metronome", "insert")})
         # A forced path picks a modality that can use it.
-        self.assertEqual({r["factors"]["modality"] for r in self.design("1-60", "--path", "none")}, {"keyboard", "touch", "paste"})
+        self.assertEqual({r["factors"]["modality"] for r in self.design("1-60", "--path", "none")}, {"keyboard", "paste"})
+        self.assertEqual({r["factors"]["modality"] for r in self.design("1-60", "--path", "none", "--layout", "phone")},
+                         {"touch"})
         self.assertEqual({r["factors"]["modality"] for r in self.design("1-60", "--path", "perlin")}, {"mouse", "paste"})
         with self.assertRaises(Exception):
             node(str(BOTS), "--list-design", "1-3", "--path", "ghost-cursor", "--driver", "webdriver")
