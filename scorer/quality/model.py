@@ -154,12 +154,17 @@ def log_odds(model: dict, features: dict) -> float:
     return contributions(model, features)[0]
 
 
+def decides_from(entry: dict) -> float:
+    """`Evidence::decides_from`: how much of a modality lets it make a session human-like."""
+    return max(entry.get("human_minimum", entry["minimum"]), entry["minimum"])
+
+
 def too_little_behaviour(model: dict, features: dict) -> bool:
-    """No modality that may decide shows its minimum."""
+    """No modality that may decide shows enough to (its `human_minimum`, else its minimum)."""
     evidence = model.get("evidence", ())
     if not evidence:
         return False
-    return not any(entry["sufficient"] and amount >= entry["minimum"]
+    return not any(entry["sufficient"] and amount >= decides_from(entry)
                    for entry, amount in zip(evidence, evidence_amounts(model, features)))
 
 
@@ -270,7 +275,8 @@ TELL_TERMS = [
 # time would sit inside one's pointer span and not the other's.
 MODALITIES = {
     "pointer": {
-        "features": ["movements"], "minimum": 4.0, "label": "aimed pointer movements", "sufficient": True,
+        "features": ["movements"], "minimum": 4.0, "human_minimum": 5.0, "label": "aimed pointer movements",
+        "sufficient": True,
         "trees": [
             ("movement_peak_speed_ratio", 0, None),
             ("movement_peak_time", 0, None),
@@ -283,12 +289,14 @@ MODALITIES = {
             ("press_dwell_mean_ms", 1, 60.0),
         ],
     },
+    # Not the contact's radius: its spread is a property of one phone's digitizer (HMOG's Galaxy
+    # S4 is the only phone with contact sizes in the data sets), not of a finger.
     "touch": {
-        "features": ["touch_taps", "touch_swipes"], "minimum": 6.0, "label": "touch gestures", "sufficient": True,
+        "features": ["touch_taps", "touch_swipes"], "minimum": 6.0, "human_minimum": 8.0, "label": "touch gestures",
+        "sufficient": True,
         "trees": [
             ("tap_dwell_mean_ms", 0, None),
             ("tap_dwell_log_sd", 0, None),
-            ("touch_radius_cv", 0, None),
             ("swipe_peak_time", 0, None),
             ("swipe_efficiency", 0, None),
             ("swipe_log_jerk", 0, None),
@@ -336,8 +344,14 @@ DEVIATION_SUFFIX = "__deviation"
 
 
 def evidence_table() -> list[dict]:
-    return [{"modality": name, "features": list(spec["features"]), "minimum": spec["minimum"],
-             "label": spec["label"], "sufficient": spec["sufficient"]} for name, spec in MODALITIES.items()]
+    table = []
+    for name, spec in MODALITIES.items():
+        entry = {"modality": name, "features": list(spec["features"]), "minimum": spec["minimum"],
+                 "label": spec["label"], "sufficient": spec["sufficient"]}
+        if "human_minimum" in spec:
+            entry["human_minimum"] = spec["human_minimum"]
+        table.append(entry)
+    return table
 
 
 def has_evidence(modality: str, row: dict) -> bool:
@@ -559,22 +573,33 @@ def fit_gbdt(samples: list[tuple[dict, dict]], version: str, rounds: int = GBDT_
         "sampling-invariant behaviour and its deviation from the TRAIN humans, unmeasured values averaged; "
         "hand-set environment and transport terms; fitted one-sided tells; fitted by scorer/quality/pipeline.py on "
         f"{humans} TRAIN human sessions and {len(labels) - humans} bot sessions of the families "
-        f"{', '.join(families)}; bias tuned on TRAIN. See docs/evaluation.md.")
+        f"{', '.join(families)}; "
+        + ("bias tuned on TRAIN" if tune else "bias tuned on out-of-fold scores of a cross-validation grouped by "
+           "person and typist") + ". See docs/evaluation.md.")
     return model, boosters
 
 
-def tune_bias(model: dict, labels: list[dict], rows: list[dict], human_like: float = 0.92) -> float:
-    """The bias that keeps TRAIN humans with enough evidence out of automation-like (at most
-    0.5 %) and mostly human-like (at least `human_like`), while leaving the fewest bots
-    human-like; bands never move."""
+# The bias is at most this: with no evidence either way a session is at most the middle of
+# review, so `human-like` must come from features inside the people's ranges, never the default.
+MAX_BIAS = 0.0
+
+
+def tune_bias(model: dict, labels: list[dict], rows: list[dict], human_like: float = 0.92,
+              offsets: np.ndarray | None = None) -> float:
+    """The bias that keeps humans with enough evidence out of automation-like (at most 0.5 %)
+    and mostly human-like (at least `human_like`), while leaving the fewest bots human-like;
+    never above MAX_BIAS; bands never move. `offsets` are each session's log-odds without the
+    bias (out-of-fold ones: the pipeline's `train` passes those of its cross-validation), else
+    the model's own on these rows."""
     base = model["bias"]
-    z_offsets = np.array([log_odds(model, row) - base for row in rows])
+    z_offsets = (np.asarray(offsets, float) if offsets is not None
+                 else np.array([log_odds(model, row) - base for row in rows]))
     capped = np.array([too_little_behaviour(model, row) for row in rows])
     human = np.array([label["class"] == "human" for label in labels])
     judged = human & ~capped
     middle = (BANDS["review_from"] + BANDS["human_from"]) / 2
-    best, best_key = base, None
-    for bias in np.arange(base - 6, base + 6, 0.01):
+    best, best_key = MAX_BIAS, None
+    for bias in np.arange(MAX_BIAS - 6, MAX_BIAS + 0.005, 0.01):
         percent = 100.0 / (1.0 + np.exp(-(bias + z_offsets)))
         percent = np.where(capped, np.minimum(percent, middle), percent)
         human_low = np.mean(percent[human] < BANDS["review_from"])
@@ -582,10 +607,10 @@ def tune_bias(model: dict, labels: list[dict], rows: list[dict], human_like: flo
         bots_high = np.mean(percent[~human] >= BANDS["human_from"])
         bots_not_low = np.mean(percent[~human] >= BANDS["review_from"])
         violation = max(0.0, human_low - 0.005) + max(0.0, human_like - human_high)
-        key = (violation, bots_high + 0.5 * bots_not_low, abs(bias - base))
+        key = (round(violation, 6), bots_high + 0.5 * bots_not_low, abs(bias - MAX_BIAS))
         if best_key is None or key < best_key:
             best, best_key = float(bias), key
-    return best
+    return min(best, MAX_BIAS)
 
 
 def mask_environment(model: dict) -> dict:

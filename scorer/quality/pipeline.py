@@ -42,6 +42,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
@@ -171,94 +173,300 @@ class Server:
         return run["id"]
 
 
-def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: int,
-           redteam_bots: int, injections: int, active: int, variants: tuple[str, ...] = humans.VARIANTS,
-           sample: int = 0) -> None:
-    if (work / "data").exists():
-        raise SystemExit(f"{work}/data exists: record into a fresh work directory")
+# Every recorded session, people and automation, fills one of these layouts (survey/layouts.json)
+# in a headed Chromium on a virtual display; the phone layout by touch.
+DESKTOP_LAYOUTS = ("demo", "grid", "text")
+PHONE_LAYOUT = "phone"
+
+
+def append_to(path: Path):
+    """A function that appends one JSON line to `path` (safe from several threads)."""
+    lock = threading.Lock()
+
+    def append(record: dict) -> None:
+        with lock, open(path, "a") as out:
+            out.write(json.dumps(record) + "\n")
+
+    return append
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: int, redteam_bots: int,
+           injections: int, workers: int, people: int = 0, steps: tuple[str, ...] = ("humans", "bots", "extra")) -> None:
+    """Records every session into the work directory's server; resumable: a session already in
+    the labels files is not recorded again (every reference derives from what the session is)."""
+    from replay import pages as survey_pages
+    from replay import record as replay
+    from replay import sources
+    from replay.xinput import Display
+
     work.mkdir(parents=True, exist_ok=True)
     subprocess.run(["npm", "ci", "--prefix", str(HERE), "--silent", "--no-audit", "--no-fund"], check=True)
     (work / "recorded-with.txt").write_text(
         f"python3 scorer/quality/pipeline.py record --bots {bots} --mouse-bots {mouse_bots} "
         f"--fast-bots {fast_bots} --redteam-bots {redteam_bots} --injections {injections} "
-        f"--concurrency {concurrency}"
-        + ("" if tuple(variants) == humans.VARIANTS else f" --variants {','.join(variants)}")
-        + (f" --humans {sample}" if sample else ""))
+        f"--concurrency {concurrency} --workers {workers}" + (f" --people {people}" if people else ""))
     server = Server(work)
+    pages = None
     try:
         surveys = {}
-        for split in ("train", "holdout"):
+        for split in ("train", "holdout", "conversions"):
             surveys[split] = server.api("PUT", f"/integrations/v1/surveys/quality-{split}",
                                         {"name": f"Scoring quality ({split})"})
         (work / "surveys.json").write_text(json.dumps(surveys, indent=2))
         tracking = {split: survey["trackingKey"] for split, survey in surveys.items()}
+        pages = survey_pages.PageServer(server.base)
+        threads = []
+        if "bots" in steps:
+            display = Display.start()
+            thread = threading.Thread(target=record_bots, daemon=True,
+                                      args=(work, server, pages, tracking, display, bots, mouse_bots, fast_bots,
+                                            concurrency))
+            thread.start()
+            threads.append((thread, display))
+        if "humans" in steps:
+            record_people(work, server.base, tracking, workers, people, replay, sources)
+        for thread, display in threads:
+            thread.join()
+            display.close()
+        if "extra" in steps and not (work / "labels-extra.jsonl").exists():
+            extra = injected_and_red_team(work, server, tracking["holdout"], injections, redteam_bots)
+            extra += old_conversions(work, server, tracking["conversions"])
+            with open(work / "labels-extra.jsonl", "w") as out:
+                for label in extra:
+                    out.write(json.dumps(label) + "\n")
+    finally:
+        if pages is not None:
+            pages.close()
+        server.stop()
 
-        typists = humans.load_typists(DATASETS)
-        bases = humans.all_bases(DATASETS, work, typists)
-        sessions = [humans.variant_session(base, v) for base in bases for v in humans.variants_of(base, variants)]
-        if sample:
-            # A seeded sample of the human sessions: a smoke test of the whole record step.
-            sessions = random.Random("sample").sample(sessions, min(sample, len(sessions)))
-        labels = [session.label() for session in sessions]
-        schedules = [pace.Paced(f"/event/{tracking[session.split]}/{session.reference}",
-                                make=lambda session=session: pace.embed_batches(session.events))
-                     for session in sessions]
-        injected, injected_schedules = inject.sessions(bases, injections, tracking["holdout"])
-        labels += injected
-        log(f"sending {len(sessions)} human sessions of {len(bases)} recorded sessions in real time, "
-            f"and {len(injected)} injected ones")
-        pacer = pace.Pacer(server.base, active=active)
-        sending = threading.Thread(target=pacer.run, args=(schedules + injected_schedules,), daemon=True)
-        sending.start()
 
-        strokes = work / "replay-strokes.json"
+def record_people(work: Path, telltale: str, tracking: dict, workers: int, limit: int, replay, sources) -> None:
+    """The people of the data sets replayed through XTEST (scorer/quality/replay)."""
+    path = work / "labels-people.jsonl"
+    done = {label["key"]: label for label in read_jsonl(path)}
+    people = sources.sapimouse_people() + sources.balabit_people(
+        DATASETS / "balabit-mouse-dynamics" / "test_files.tar.gz", work / "balabit")
+    typists = sources.cmu_typists(DATASETS / "cmu-keystroke" / "keystrokes.csv") + sources.aalto_typists()
+    if not any(p.set == "sapimouse" for p in people):
+        log("SapiMouse is missing: run scorer/quality/datasets/unpack.sh first (only Balabit's people are replayed)")
+    jobs = replay.plan_jobs(people, typists, limit_people=limit)
+    todo = [job for job in jobs if job.key not in done]
+    # People with no wheel recorded (SapiMouse) scroll with the wheel bursts of a person of their
+    # split who recorded many (Balabit): real notches, another hand.
+    donors = {}
+    for split in ("train", "holdout"):
+        candidates = [p for p in people if p.split == split and p.bursts]
+        if candidates:
+            donors[split] = max(candidates, key=lambda p: len(p.bursts))
+    log(f"replaying {len(todo)} of {len(jobs)} people's sessions in {workers} processes "
+        f"({len(jobs) - len(todo)} recorded before)")
+    recorder = replay.Recorder(telltale, tracking, {p.name: p for p in people}, {t.name: t for t in typists}, donors,
+                               workers=workers, log=log, done=append_to(path))
+    recorder.typed = {label["draws"]: label.get("typed") for label in done.values()}
+    recorder.run(todo)
+    if recorder.failures:
+        append = append_to(work / "failures-people.jsonl")
+        for failure in recorder.failures:
+            append(failure)
+        log(f"{len(recorder.failures)} people's sessions failed three times (failures-people.jsonl)")
+
+
+def bot_runs(bots: int, mouse_bots: int, fast_bots: int) -> list[tuple[str, str, int, list[str]]]:
+    """(generator, layout, count, forced flags) per split: the library generators on the desktop
+    layouts, the factorial one on every layout (touch on the phone), more mouse sessions on the
+    desktop layouts so that every pointer path has enough."""
+    runs = []
+    per = lambda total, layouts: [(layout, total // len(layouts) + (i < total % len(layouts)))  # noqa: E731
+                                  for i, layout in enumerate(layouts)]
+    for generator in FAST_GENERATORS:
+        runs += [(generator, layout, n, []) for layout, n in per(fast_bots, DESKTOP_LAYOUTS)]
+    runs += [("factorial", layout, n, []) for layout, n in per(bots, DESKTOP_LAYOUTS + (PHONE_LAYOUT,))]
+    half = mouse_bots // 2
+    runs += [("factorial", layout, n, ["--modality", "mouse", "--pacing", "human"])
+             for layout, n in per(half, DESKTOP_LAYOUTS)]
+    runs += [("factorial", layout, n, ["--modality", "mouse", "--pacing", "fast"])
+             for layout, n in per(mouse_bots - half, DESKTOP_LAYOUTS)]
+    return [run for run in runs if run[2] > 0]
+
+
+def record_bots(work: Path, server: Server, pages, tracking: dict, display, bots: int, mouse_bots: int,
+                fast_bots: int, concurrency: int) -> None:
+    """The automation of bots.js, headed on its own display, on the same layouts and pages."""
+    path = work / "labels-bots.jsonl"
+    done = {label["reference"] for label in read_jsonl(path)}
+    append = append_to(path)
+    strokes = work / "replay-strokes.json"
+    if not strokes.exists():
         strokes.write_text(json.dumps(humans.replay_strokes(DATASETS, work)))
-        traces = work / "typing-traces.json"
-        traces.write_text(json.dumps(typing_traces(typists.cmu)))
-        for split in ("train", "holdout"):
-            base = 0 if split == "train" else HOLDOUT_SEED_BASE
-            runs = [("naive", fast_bots, []), ("stealth", fast_bots, []), ("factorial", bots, [])]
-            # More mouse sessions, so that every pointer path has enough of its own; paced like
-            # a person or a script (an agent's pace is a level of the balanced ones above).
-            half = mouse_bots // 2
-            runs += [("factorial", half, ["--modality", "mouse", "--pacing", "human"]),
-                     ("factorial", mouse_bots - half, ["--modality", "mouse", "--pacing", "fast"])]
-            first = {"naive": 1, "stealth": 1, "factorial": 1}
-            for generator, count, forced in runs:
-                if count <= 0:
-                    continue
-                seeds = f"{base + first[generator]}-{base + first[generator] + count - 1}"
-                first[generator] += count
-                log(f"{generator} bots {' '.join(forced)}, {split}: seeds {seeds}")
-                output = subprocess.run(
+    traces = work / "typing-traces.json"
+    if not traces.exists():
+        traces.write_text(json.dumps(typing_traces(humans.load_cmu(DATASETS / "cmu-keystroke" / "keystrokes.csv"))))
+    for split in ("train", "holdout"):
+        base = 0 if split == "train" else HOLDOUT_SEED_BASE
+        first = {generator: 1 for generator in GENERATORS}
+        for generator, layout, count, forced in bot_runs(bots, mouse_bots, fast_bots):
+            seeds = list(range(base + first[generator], base + first[generator] + count))
+            first[generator] += count
+            design = subprocess.run(["node", str(HERE / "bots.js"), "--list-design", f"{seeds[0]}-{seeds[-1]}",
+                                     "--generator", generator, "--layout", layout, *forced],
+                                    check=True, capture_output=True, text=True).stdout
+            todo = [json.loads(line)["seed"] for line in design.splitlines()
+                    if json.loads(line)["reference"] not in done]
+            if not todo:
+                continue
+            log(f"{generator} bots {' '.join(forced)} on {layout}, {split}: {len(todo)} of seeds {seeds[0]}-{seeds[-1]}")
+            for chunk_start in range(0, len(todo), 10):
+                chunk = todo[chunk_start:chunk_start + 10]
+                result = subprocess.run(
                     ["node", str(HERE / "bots.js"), "--base", server.base, "--key", tracking[split],
-                     "--generator", generator, "--seeds", seeds, "--concurrency", str(concurrency),
+                     "--pages", pages.base, "--layout", layout, "--display", f":{display.number}",
+                     "--generator", generator, "--seeds", ",".join(map(str, chunk)), "--concurrency", str(concurrency),
                      "--replay-traces", str(strokes), "--typing-traces", str(traces), *forced],
-                    check=True, capture_output=True, text=True).stdout
-                for line in output.splitlines():
-                    result = json.loads(line)
-                    if not result["ok"]:
-                        log(f"  {generator} seed {result['seed']} failed: {result['error']}")
+                    capture_output=True, text=True)
+                for line in result.stdout.splitlines():
+                    outcome = json.loads(line)
+                    if not outcome["ok"]:
+                        log(f"  {generator} seed {outcome['seed']} on {layout} failed: {outcome['error'][:200]}")
                         continue
-                    labels.append({"reference": result["reference"], "class": "bot",
-                                   "generator": generator,
-                                   "family": family_of_bot(generator, result["factors"]),
-                                   "factors": result["factors"], "seed": result["seed"],
-                                   "device": "headless-chromium", "cluster": f"{generator}/{result['seed']}",
-                                   "split": split, "source": "scorer/quality/bots.js"})
-        labels += red_team(server, tracking["holdout"], redteam_bots)
-        log(f"waiting for the paced sessions ({pacer.sent} requests sent so far)")
-        sending.join()
-        if pacer.errors:
-            log(f"{len(pacer.errors)} requests failed, e.g. {pacer.errors[:3]}")
-        with open(work / "labels.jsonl", "w") as out:
-            for label in labels:
-                out.write(json.dumps(label) + "\n")
+                    append({"reference": outcome["reference"], "class": "bot", "generator": generator,
+                            "family": family_of_bot(generator, outcome["factors"]), "factors": outcome["factors"],
+                            "seed": outcome["seed"], "layout": layout, "device": "xvfb-chromium",
+                            "cluster": f"{generator}/{outcome['seed']}", "split": split,
+                            "seconds": outcome.get("seconds"), "details": outcome.get("details"),
+                            "source": "scorer/quality/bots.js"})
+                if result.returncode != 0:
+                    log(f"  bots.js exited {result.returncode}: {result.stderr[-300:]}")
+    record_touch_people(work, server, pages, tracking, display, concurrency)
+
+
+def record_touch_people(work: Path, server: Server, pages, tracking: dict, display, concurrency: int) -> None:
+    """People's touch on the phone layout: HOLDOUT and TRAIN HMOG people's recorded gestures and
+    soft-keyboard typing, through DevTools touch input (replay/touch.py says why not the OS)."""
+    from replay import touch
+    from replay.sources import fold_of as named_fold
+
+    path = work / "labels-touch.jsonl"
+    done = {label["reference"] for label in read_jsonl(path)}
+    append = append_to(path)
+    exported = touch.export()
+    if not exported["jobs"]:
+        log("HMOG is missing: no people's touch (run scorer/quality/datasets/unpack.sh)")
+        return
+    export_path = work / "touch-people.json"
+    export_path.write_text(json.dumps(exported))
+    todo = [seed for seed, job in enumerate(exported["jobs"], start=1) if job["reference"] not in done]
+    log(f"people's touch on the phone layout: {len(todo)} of {len(exported['jobs'])} sessions")
+    for split in ("train", "holdout"):
+        seeds = [seed for seed in todo if exported["jobs"][seed - 1]["split"] == split]
+        for chunk_start in range(0, len(seeds), 10):
+            chunk = seeds[chunk_start:chunk_start + 10]
+            result = subprocess.run(
+                ["node", str(HERE / "bots.js"), "--base", server.base, "--key", tracking[split], "--pages", pages.base,
+                 "--layout", PHONE_LAYOUT, "--display", f":{display.number}", "--generator", "touch-person",
+                 "--seeds", ",".join(map(str, chunk)), "--concurrency", str(concurrency),
+                 "--touch-people", str(export_path)], capture_output=True, text=True)
+            for line in result.stdout.splitlines():
+                outcome = json.loads(line)
+                job = exported["jobs"][outcome["seed"] - 1]
+                if not outcome["ok"]:
+                    log(f"  touch {job['key']} failed: {outcome['error'][:200]}")
+                    continue
+                append({"reference": job["reference"], "key": job["key"], "class": "human", "generator": "human",
+                        "seed": None, "split": split, "layout": PHONE_LAYOUT, "mode": "touch", "path": "touch-cdp",
+                        "device": "phone-touch", "cluster": job["person"], "person": job["person"],
+                        "typist": job["person"], "typing": "hmog-soft", "fold": named_fold(job["person"]),
+                        "variant": "replay", "base": job["reference"], "seconds": outcome.get("seconds"),
+                        "source": f"hmog:{job['person']} (gestures and soft keyboard, through DevTools touch)"})
+            if result.returncode != 0:
+                log(f"  bots.js (touch-person) exited {result.returncode}: {result.stderr[-300:]}")
+
+
+def old_conversions(work: Path, server: Server, tracking_key: str) -> list[dict]:
+    """The HOLDOUT people's recordings as the harness used to send them (humans.py's `embed`
+    conversion, posted as JSON), in a survey of their own: the report sets their features beside
+    the same people's replays, to show what the replay path changed. Never trained on, never
+    counted as people or automation."""
+    typists = humans.load_typists(DATASETS)
+    bases = [base for base in humans.all_bases(DATASETS, work, typists)
+             if base.split == "holdout" and base.device in ("browser-mouse", "desktop-rdp", "phone-touch")]
+    labels, schedules = [], []
+    for base in bases:
+        reference = humans.reference_for(f"conversion/{base.source}")
+        events = humans.convert(base, "embed")
+        session = dict(events[0]["data"], sessionId=reference, interviewId=reference, embedVersion="1.3.0")
+        events = [{"type": "session", "t": 0.0, "data": session}] + events[1:]
+        schedules.append(pace.Paced(f"/event/{tracking_key}/{reference}", pace.bulk_batches(events)))
+        labels.append({"reference": reference, "class": "conversion", "split": "conversions", "person": base.cluster,
+                       "device": base.device, "cluster": base.cluster, "typing": base.typing, "source": base.source,
+                       "evaluation_only": True})
+    log(f"posting {len(labels)} HOLDOUT recordings as the old conversion sent them")
+    pace.Pacer(server.base, active=len(schedules)).run(schedules)
+    return labels
+
+
+def injected_and_red_team(work: Path, server: Server, tracking_key: str, injections: int, redteam_bots: int) -> list[dict]:
+    """HOLDOUT families no model trains on: direct injection of TRAIN people's converted
+    recordings (posted JSON, no browser: inject.py) and the red team's automation."""
+    labels = []
+    if injections > 0:
+        typists = humans.load_typists(DATASETS)
+        bases = [base for base in humans.all_bases(DATASETS, work, typists) if base.split == "train"]
+        injected, schedules = inject.sessions(bases, injections, tracking_key)
+        log(f"injecting {len(injected)} sessions straight into the collector")
+        pacer = pace.Pacer(server.base, active=len(schedules))
+        pacer.run(schedules)
+        labels += injected
+    labels += red_team(server, tracking_key, redteam_bots)
+    return labels
+
+
+def score_recordings(work: Path) -> None:
+    """Scores both surveys with the built-in model (so that every session's features are in the
+    lake) and writes labels.jsonl: every recorded session but those refused for lateness.
+
+    Pacing that cannot leak: a recorded session, a person's or automation's, whose events did not
+    all reach the collector promptly (`late_event_fraction` above 0) is refused, listed in
+    refused.jsonl and never trained on or evaluated; only the direct-injection family, which is
+    posted after the fact on purpose, is exempt."""
+    surveys = json.loads((work / "surveys.json").read_text())
+    labels = read_jsonl(work / "labels-people.jsonl") + read_jsonl(work / "labels-touch.jsonl") \
+        + read_jsonl(work / "labels-bots.jsonl") + read_jsonl(work / "labels-extra.jsonl")
+    server = Server(work)
+    try:
         time.sleep(2)  # past the lookup statistics' 1 s
         runs = {split: server.score(surveys[split]["surveyId"], force=True) for split in surveys}
-        (work / "feature-runs.json").write_text(json.dumps(runs, indent=2))
     finally:
         server.stop()
+    (work / "feature-runs.json").write_text(json.dumps(runs, indent=2))
+    lateness = {}
+    for split in surveys:
+        for row in lake_rows(work, "features", surveys[split]["surveyId"], runs[split]):
+            lateness[row["reference"]] = row.get("late_event_fraction")
+    kept, refused = [], []
+    for label in labels:
+        late = lateness.get(label["reference"])
+        if label.get("family") == "injection" or label["class"] == "conversion":
+            kept.append(label)  # posted after the fact on purpose
+        elif late is None:
+            refused.append({**label, "refused": "no features (no events reached the lake)"})
+        elif late > 0:
+            refused.append({**label, "refused": f"late_event_fraction {late:.3f}"})
+        else:
+            kept.append(label)
+    with open(work / "labels.jsonl", "w") as out:
+        for label in kept:
+            out.write(json.dumps(label) + "\n")
+    with open(work / "refused.jsonl", "w") as out:
+        for label in refused:
+            out.write(json.dumps(label) + "\n")
+    log(f"{len(kept)} sessions labelled, {len(refused)} refused (refused.jsonl)")
 
 
 def red_team(server: Server, tracking_key: str, count: int) -> list[dict]:
@@ -334,18 +542,34 @@ def lake_rows(work: Path, table: str, survey_id: str, run_id: str) -> list[dict]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
+FOLDS = 5
+
+
 def train(work: Path) -> None:
+    """Fits the model on every TRAIN session; its bias (and every threshold the report applies)
+    comes from out-of-fold scores of a cross-validation grouped by person and by typist, never
+    from the sessions a model was fitted on."""
     import model as fit
 
+    samples = train_samples(work)
+    log(f"cross-validating on {len(samples)} TRAIN sessions ({FOLDS} folds by person and typist)")
+    oof = out_of_fold(samples)
+    model, _ = fit.fit_gbdt(samples, version=MODEL_VERSION, tune=False)
+    labels = [label for label, _ in samples]
+    rows = [row for _, row in samples]
+    model["bias"] = round(fit.tune_bias(model, labels, rows, offsets=np.array([z for z, _ in oof])), 3)
+    MODEL_PATH.write_text(json.dumps(model, indent=2) + "\n")
+    (work / "oof.json").write_text(json.dumps({
+        "model": MODEL_VERSION, "folds": FOLDS, "bias": model["bias"],
+        "sessions": [{"reference": label["reference"], "z": z, "masked_z": masked}
+                     for (label, _), (z, masked) in zip(samples, oof)]}) + "\n")
+    log(f"wrote {MODEL_PATH.relative_to(REPO)} (bias {model['bias']} from out-of-fold scores)")
+
+
+def train_samples(work: Path) -> list[tuple[dict, dict]]:
     surveys = json.loads((work / "surveys.json").read_text())
     runs = json.loads((work / "feature-runs.json").read_text())
-    labels = load_labels(work)
-    rows = lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"])
-    samples = training_samples(labels, rows)
-    log(f"training on {len(samples)} TRAIN sessions")
-    model, _ = fit.fit_gbdt(samples, version=MODEL_VERSION)
-    MODEL_PATH.write_text(json.dumps(model, indent=2) + "\n")
-    log(f"wrote {MODEL_PATH.relative_to(REPO)}")
+    return training_samples(load_labels(work), lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"]))
 
 
 def training_samples(labels: dict[str, dict], rows: list[dict]) -> list[tuple[dict, dict]]:
@@ -353,39 +577,66 @@ def training_samples(labels: dict[str, dict], rows: list[dict]) -> list[tuple[di
             if row["reference"] in labels and not labels[row["reference"]].get("evaluation_only")]
 
 
-def fold_of(label: dict, folds: int) -> int:
-    """A person's fold (every session and variant of one person, every session of one bot
-    seed, together)."""
-    import hashlib
+def fold_of(label: dict, folds: int = FOLDS) -> int:
+    """A session's cross-validation fold. A person's sessions are all in the person's fold, and
+    a person types with a typist of that fold (replay/record.py), so the folds group by person
+    and by typist at once; a bot that replays a real typist's keys is in that typist's fold; any
+    other bot session in the fold of its seed."""
+    from replay.sources import fold_of as named_fold
 
-    return int(hashlib.sha1(label["cluster"].encode()).hexdigest(), 16) % folds
+    if label["class"] == "human" and label.get("person"):
+        return named_fold(label["person"]) % folds
+    typist = ((label.get("details") or {}).get("typist") or {}).get("person")
+    if typist:
+        return named_fold(f"cmu-keystroke/{typist}") % folds
+    return named_fold(label["cluster"]) % folds
 
 
-def cross_validate(work: Path, folds: int = 5) -> None:
-    """TRAIN-only cross-validation grouped by person: out-of-fold scores of the humans by person
-    and of every bot family and factor level, behaviour alone."""
-    import numpy as np
+def out_of_fold(samples: list[tuple[dict, dict]], folds: int = FOLDS, fitter=None) -> list[tuple[float, float]]:
+    """Each sample's log-odds without the bias, (as fitted, environment masked), from the model
+    fitted on the other folds."""
+    import model as fit
 
+    fitter = fitter or (lambda subset, version: fit.fit_gbdt(subset, version=version, tune=False)[0])
+    out: list[tuple[float, float] | None] = [None] * len(samples)
+    for k in range(folds):
+        fitted = fitter([s for s in samples if fold_of(s[0], folds) != k], f"cv-{k}")
+        masked = fit.mask_environment(fitted)
+        for index, (label, row) in enumerate(samples):
+            if fold_of(label, folds) == k:
+                out[index] = (fit.log_odds(fitted, row) - fitted["bias"], fit.log_odds(masked, row) - masked["bias"])
+    return [value if value is not None else (0.0, 0.0) for value in out]
+
+
+def cross_validate(work: Path, folds: int = FOLDS) -> None:
+    """TRAIN-only cross-validation grouped by person and typist: out-of-fold scores of the
+    humans by person and of every bot family and factor level, behaviour alone, with the bias
+    tuned on those same out-of-fold scores (as `train` tunes the shipped one)."""
     import model as fit
     import report
 
-    surveys = json.loads((work / "surveys.json").read_text())
-    runs = json.loads((work / "feature-runs.json").read_text())
-    labels = load_labels(work)
-    samples = training_samples(labels, lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"]))
-    scored = []
-    for k in range(folds):
-        fitted, _ = fit.fit_gbdt([s for s in samples if fold_of(s[0], folds) != k], version="cv")
-        masked = fit.mask_environment(fitted)
-        scored += [(label, fit.score(masked, row), row) for label, row in samples if fold_of(label, folds) == k]
+    samples = train_samples(work)
+    oof = out_of_fold(samples, folds)
+    # What the bias tuning and the scores need of a model: its evidence rule and bands.
+    reference_model = {"bias": 0.0, "bands": dict(fit.BANDS), "evidence": fit.evidence_table(), "terms": [], "trees": []}
+    labels = [label for label, _ in samples]
+    rows = [row for _, row in samples]
+    bias = fit.tune_bias(reference_model, labels, rows, offsets=np.array([z for z, _ in oof]))
+    scored = [(label, fit.percent_of(reference_model, row, bias + masked), row)
+              for (label, row), (_, masked) in zip(samples, oof)]
     people = report.People([(label, p) for label, p, _ in scored if label["class"] == "human"])
-    judged = [(label, p) for label, p, row in scored if label["class"] == "human" and not fit.too_little_behaviour(fitted, row)]
-    enough = report.People(judged)
+    enough = report.People([(label, p) for label, p, row in scored
+                            if label["class"] == "human" and not fit.too_little_behaviour(reference_model, row)])
     humans = people.scores()
     threshold = report.threshold_at(humans, 0.01)
-    print(f"TRAIN {folds}-fold by person, behaviour alone: humans automation-like "
+    print(f"TRAIN {folds}-fold by person and typist, behaviour alone, bias {bias:.2f}: humans automation-like "
           f"{people.share(report.automation_like):.3f}, human-like (enough behaviour) "
           f"{enough.share(report.human_like):.3f} ({len(people.by_person)} people, {len(humans)} sessions)")
+    for name, where in (("layout " + layout, lambda l, x=layout: l.get("layout") == x) for layout in
+                        DESKTOP_LAYOUTS + (PHONE_LAYOUT,)):
+        if people.people(where):
+            print(f"  humans, {name}: automation-like {people.share(report.automation_like, where):.3f}, "
+                  f"human-like {enough.share(report.human_like, where):.3f}")
     groups = {}
     for label, p, _ in scored:
         if label["class"] == "bot":
@@ -455,13 +706,15 @@ def log_holdout_read(work: Path, labels: dict[str, dict]) -> str:
 
 
 def ensure_python_packages() -> None:
-    """Installs what the harness imports (numpy, matplotlib, duckdb, lightgbm) when missing."""
+    """Installs what the harness imports (numpy, matplotlib, duckdb, lightgbm, and python-xlib
+    for the replay's XTEST input) when missing."""
     missing = []
-    for module in ("numpy", "matplotlib", "duckdb", "lightgbm"):
+    for module, package in (("numpy", "numpy"), ("matplotlib", "matplotlib"), ("duckdb", "duckdb"),
+                            ("lightgbm", "lightgbm"), ("Xlib", "python-xlib")):
         try:
             __import__(module)
         except ImportError:
-            missing.append(module)
+            missing.append(package)
     if not missing:
         return
     log(f"installing {', '.join(missing)} with pip")
@@ -471,43 +724,33 @@ def ensure_python_packages() -> None:
         subprocess.run(command + ["--break-system-packages"], check=True)
 
 
-def variant_list(text: str) -> tuple[str, ...]:
-    variants = tuple(v.strip() for v in text.split(",") if v.strip())
-    unknown = [v for v in variants if v not in humans.VARIANTS]
-    if unknown or not variants:
-        raise argparse.ArgumentTypeError(
-            f"unknown variant(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(humans.VARIANTS)}")
-    return variants
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["all", "record", "train", "evaluate", "cv"])
+    parser.add_argument("step", choices=["all", "record", "score", "train", "evaluate", "cv"])
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "telltale-quality")
-    parser.add_argument("--bots", type=int, default=200,
-                        help="sessions per split of the factorial generator, every factor level balanced")
-    parser.add_argument("--mouse-bots", type=int, default=160,
+    parser.add_argument("--bots", type=int, default=160,
+                        help="sessions per split of the factorial generator over the layouts, every factor level balanced")
+    parser.add_argument("--mouse-bots", type=int, default=120,
                         help="further factorial sessions per split with the mouse, so every pointer path has enough")
-    parser.add_argument("--redteam-bots", type=int, default=10,
+    parser.add_argument("--redteam-bots", type=int, default=6,
                         help="HOLDOUT sessions of each red-team tool (scorer/quality/redteam)")
     parser.add_argument("--injections", type=int, default=40,
                         help="HOLDOUT sessions of each direct-injection mode (bulk, paced)")
-    parser.add_argument("--active", type=int, default=800,
-                        help="human sessions sent at once, in real time")
-    parser.add_argument("--humans", type=int, default=0,
-                        help="send only this many human sessions, a seeded sample (a smoke test); 0: all")
-    parser.add_argument("--fast-bots", type=int, default=100,
+    parser.add_argument("--fast-bots", type=int, default=30,
                         help="sessions per split of each scripted generator (naive, stealth)")
-    parser.add_argument("--concurrency", type=int, default=4, help="browser sessions at once")
-    parser.add_argument("--variants", type=variant_list, default=humans.VARIANTS,
-                        help="conversion variants of every human session, comma-separated "
-                             f"(default: all of {','.join(humans.VARIANTS)})")
+    parser.add_argument("--concurrency", type=int, default=2, help="bot browsers at once")
+    parser.add_argument("--workers", type=int, default=3, help="people replayed at once, each on a display of its own")
+    parser.add_argument("--people", type=int, default=0, help="replay only the first N pointer people (a smoke test); 0: all")
+    parser.add_argument("--only", choices=["humans", "bots", "extra"], action="append",
+                        help="record only these parts (repeatable); default all")
     args = parser.parse_args()
     ensure_python_packages()
     command = "python3 scorer/quality/pipeline.py " + " ".join(sys.argv[1:])
     if args.step in ("all", "record"):
         record(args.work, args.bots, args.mouse_bots, args.fast_bots, args.concurrency, args.redteam_bots,
-               args.injections, args.active, args.variants, args.humans)
+               args.injections, args.workers, args.people, tuple(args.only or ("humans", "bots", "extra")))
+    if args.step in ("all", "score"):
+        score_recordings(args.work)
     if args.step in ("all", "train"):
         train(args.work)
     if args.step == "cv":

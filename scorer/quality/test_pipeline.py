@@ -11,13 +11,22 @@ import pipeline
 
 class FoldTest(unittest.TestCase):
     def test_every_session_of_a_person_is_in_one_fold(self):
-        labels = [{"cluster": f"sapimouse/user{p}", "reference": f"{p}-{s}-{v}"}
-                  for p in range(30) for s in range(3) for v in range(4)]
+        labels = [{"class": "human", "person": f"sapimouse/user{p}", "cluster": f"sapimouse/user{p}",
+                   "reference": f"{p}-{s}-{v}"} for p in range(30) for s in range(3) for v in range(4)]
         folds = {}
         for label in labels:
             folds.setdefault(label["cluster"], set()).add(pipeline.fold_of(label, 5))
         self.assertTrue(all(len(f) == 1 for f in folds.values()))
         self.assertEqual(len({f for fs in folds.values() for f in fs}), 5, "people spread over the folds")
+
+    def test_a_bot_replaying_a_typist_is_in_the_typists_fold(self):
+        from replay.sources import fold_of
+
+        for subject in ("s002", "s011", "s036"):
+            bot = {"class": "bot", "cluster": "factorial/7", "details": {"typist": {"person": subject}}}
+            self.assertEqual(pipeline.fold_of(bot), fold_of(f"cmu-keystroke/{subject}"))
+        other = {"class": "bot", "cluster": "factorial/7", "details": {"typist": {"ikiMeanMs": 200}}}
+        self.assertEqual(pipeline.fold_of(other), fold_of("factorial/7"))
 
 
 class HoldoutLogTest(unittest.TestCase):

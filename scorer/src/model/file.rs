@@ -160,6 +160,18 @@ pub struct Evidence {
     /// Enough of this modality is evidence a session may be called human-like on. Keystroke
     /// timing alone is not: a recorded person's key timings replay onto any page unchanged.
     pub sufficient: bool,
+    /// The least of this modality a `sufficient` one needs before it may make a session
+    /// human-like, above `minimum` (from which its trees speak): a session with only the
+    /// minimum is held at review. Absent: `minimum` (model files before telltale-v5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub human_minimum: Option<f64>,
+}
+
+impl Evidence {
+    /// How much of the modality lets it decide a session is human-like.
+    pub fn decides_from(&self) -> f64 {
+        self.human_minimum.unwrap_or(self.minimum).max(self.minimum)
+    }
 }
 
 /// Where the TRAIN humans' values of one feature lie, for a reviewer to place a session's value

@@ -184,7 +184,6 @@ struct Evaluation {
     z: f64,
     effects: Vec<f64>,
     amounts: Vec<f64>,
-    active: Vec<bool>,
 }
 
 pub const BAND_AUTOMATION: &str = "automation-like";
@@ -232,6 +231,15 @@ impl Model {
                 return Err(ModelError::Evidence(
                     entry.modality.clone(),
                     "minimum must be a finite amount of at least 0",
+                ));
+            }
+            if entry
+                .human_minimum
+                .is_some_and(|human| !human.is_finite() || human < entry.minimum)
+            {
+                return Err(ModelError::Evidence(
+                    entry.modality.clone(),
+                    "human_minimum must be a finite amount of at least minimum",
                 ));
             }
             if model
@@ -432,7 +440,6 @@ impl Model {
             z,
             effects,
             amounts,
-            active,
         }
     }
 
@@ -442,16 +449,17 @@ impl Model {
             z,
             effects,
             amounts,
-            active,
         } = self.evaluate(&values);
         // Two decimals: the score is read by people and compared against band thresholds.
         let mut percent = (100.0 / (1.0 + (-z).exp()) * 100.0).round() / 100.0;
+        // Too little to call it human: no modality that may decide shows enough of itself to
+        // (its `human_minimum`; at the bare minimum its trees speak, but only towards review).
         let too_little = !self.evidence.is_empty()
             && !self
                 .evidence
                 .iter()
-                .zip(&active)
-                .any(|(entry, active)| entry.sufficient && *active);
+                .zip(&amounts)
+                .any(|(entry, amount)| entry.sufficient && *amount >= entry.decides_from());
         if too_little {
             // Not enough behaviour to call it human: the score says no more than "review".
             let middle = (self.bands.review_from + self.bands.human_from) / 2.0;

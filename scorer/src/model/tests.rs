@@ -479,6 +479,50 @@ fn a_modalitys_trees_speak_only_with_enough_of_it_and_keys_alone_never_decide() 
 }
 
 #[test]
+fn with_only_the_minimum_evidence_a_session_is_review_whatever_its_trees_say() {
+    // telltale-v5's rule: the pointer's trees speak from 4 aimed movements, but a session needs
+    // 5 before they may make it human-like (`human_minimum`).
+    let model = Model::from_json(&EVIDENCE_MODEL.replace(
+        r#""minimum":4,"label":"aimed pointer movements","sufficient":true"#,
+        r#""minimum":4,"label":"aimed pointer movements","sufficient":true,"human_minimum":5"#,
+    ))
+    .expect("model");
+    let mut features = Features::unmeasured();
+    features.movements = 4.0;
+    features.movement_peak_time = 0.9; // the tree's most human leaf: +2.5
+    let score = model.score(&features);
+    assert_eq!(
+        score.human_score_percent, 50.0,
+        "held at the middle of review"
+    );
+    assert_eq!(score.band, BAND_REVIEW);
+    assert_eq!(
+        score.reasons[0].describe(),
+        "too little behaviour: 4 aimed pointer movements, 0 touch gestures, 0 keys"
+    );
+    // The trees still speak at the minimum: against, a score below the middle stays there.
+    features.movement_peak_time = 0.3;
+    features.movement_deviation = 0.05;
+    assert_eq!(model.score(&features).human_score_percent, percent(-1.0));
+    // One more movement, and the same human leaf may decide.
+    features.movements = 5.0;
+    features.movement_peak_time = 0.9;
+    features.movement_deviation = f64::NAN;
+    let score = model.score(&features);
+    assert_eq!(score.human_score_percent, percent(2.5));
+    assert_eq!(score.band, BAND_HUMAN);
+    // A human minimum below the minimum is refused.
+    let below = EVIDENCE_MODEL.replace(
+        r#""minimum":4,"label":"aimed pointer movements","sufficient":true"#,
+        r#""minimum":4,"label":"aimed pointer movements","sufficient":true,"human_minimum":3"#,
+    );
+    assert!(matches!(
+        Model::from_json(&below),
+        Err(ModelError::Evidence(_, _))
+    ));
+}
+
+#[test]
 fn bad_evidence_and_modalities_are_refused() {
     let with = |evidence: &str, modality: &str| {
         Model::from_json(&format!(
