@@ -1,31 +1,37 @@
 #!/usr/bin/env python3
-"""Scoring-quality harness: record, train, evaluate. docs/evaluation.md is its output.
+"""Scoring-quality harness: record, score, train, evaluate. docs/evaluation.md is its output.
 
-    python3 scorer/quality/pipeline.py all [--work DIR] [--bots N]
+    python3 scorer/quality/pipeline.py all [--work DIR] [--workers 3] [--bots N]
 
-`all` runs the three steps; each can also be run alone (`record`, `train`, `cv`, `evaluate`) on
-the same work directory (default `~/.cache/telltale-quality`).
+`all` runs the steps in order; each can also be run alone on the same work directory (default
+`~/.cache/telltale-quality`).
 
-1. record: starts the real `telltale serve` (debug build) on a fresh data dir and provisions a
-   TRAIN and a HOLDOUT survey. The human sessions of `humans.py` (HOLDOUT: every recorded session
-   of the HOLDOUT people in every conversion variant and typing swap; TRAIN: the `embed` variant
-   and two more per session) go to the collector as the embed sends, batch by batch in real time
-   (`pace.py`), while the bot generators of `bots.js` run in headless Chromium against the demo
-   survey: `naive` and `stealth`, `--bots` sessions of the `factorial` generator and
-   `--mouse-bots` more with the mouse (TRAIN seeds from 1, HOLDOUT seeds from 100001, so no
-   holdout seed is ever trained on). The HOLDOUT survey also gets direct injections of TRAIN
-   people's recordings (`inject.py`) and the red team's automation (`redteam/`), which no model
-   trains on. Then both surveys are scored with the built-in model so their features are in the
-   lake.
-2. train: reads the TRAIN survey's features from the lake, fits the model (`model.fit_gbdt`) and
-   writes `scorer/models/telltale-v4.json`.
-3. evaluate: logs the HOLDOUT read in docs/evaluation/holdout-reads.md, restarts the server with
+1. record: starts the real `telltale serve` (debug build) on the work directory's data dir and
+   provisions a TRAIN, a HOLDOUT and a conversions survey. Every session is a real headed
+   Chromium on Xvfb filling one of the survey layouts (survey/layouts.json) served by the
+   harness's page server with the production embed and collector:
+   - people (replay/): every pointer person of the data sets replayed through XTEST, `--workers`
+     at a time, each on a display of its own; HMOG's people's touch on the phone layout;
+   - automation (bots.js, headed on a display of its own, `--concurrency` browsers at a time):
+     `naive` and `stealth`, `--bots` sessions of the `factorial` generator over every layout and
+     `--mouse-bots` more with the mouse (TRAIN seeds from 1, HOLDOUT seeds from 100001);
+   - HOLDOUT only, never trained on: direct injection of TRAIN people's recordings posted as
+     JSON (inject.py), the red team's automation (redteam/), and the HOLDOUT people's recordings
+     as the old JSON conversion sent them (their own survey: the report's before-and-after).
+   Recording is resumable: each part appends its labels as sessions are recorded, and a rerun
+   records only what is missing. It takes hours (every session in real time).
+2. score: scores every survey with the built-in model (so every session's features are in the
+   lake) and writes labels.jsonl, refusing every recorded session with a late event.
+3. train: fits the model (`model.fit_gbdt`) on the TRAIN survey's features, its bias tuned on
+   out-of-fold scores of a cross-validation grouped by person and typist, and writes
+   `scorer/models/telltale-v5.json` and the out-of-fold scores (oof.json).
+4. evaluate: logs the HOLDOUT read in docs/evaluation/holdout-reads.md, restarts the server with
    that model file, scores the HOLDOUT survey with it (so the report's scores are the product's
    own), reads them from the lake and writes the report with its plots. `train` and `cv` never
    read the HOLDOUT survey; `evaluate` is the only step that does, once per model release.
 
-`cv` (not part of `all`) is the tool for choosing on TRAIN: a cross-validation grouped by person
-(every session and variant of one person, every session of one bot seed, in one fold).
+`cv` (not part of `all`) is the tool for choosing on TRAIN: the same cross-validation, printed by
+person, layout, family and factor level, behaviour alone.
 """
 
 from __future__ import annotations
@@ -58,10 +64,10 @@ DATASETS = Path(os.environ.get("TELLTALE_DATASETS", REPO.parent / "shared" / "da
 GENERATORS = ("naive", "stealth", "factorial")
 FAST_GENERATORS = ("naive", "stealth")
 HOLDOUT_SEED_BASE = 100_000
-MODEL_VERSION = "telltale-v4"
+MODEL_VERSION = "telltale-v5"
 MODEL_PATH = REPO / "scorer" / "models" / f"{MODEL_VERSION}.json"
 # The previous model, kept as the report's baseline row.
-BASELINE_PATH = REPO / "scorer" / "models" / "telltale-v3.json"
+BASELINE_PATH = REPO / "scorer" / "models" / "telltale-v4.json"
 # Every read of HOLDOUT, appended by `evaluate`.
 HOLDOUT_LOG = REPO / "docs" / "evaluation" / "holdout-reads.md"
 REDTEAM = HERE / "redteam"
@@ -650,11 +656,15 @@ def cross_validate(work: Path, folds: int = FOLDS) -> None:
 
 
 def evaluate(work: Path, command: str) -> None:
+    import model as fit
     import report
 
     surveys = json.loads((work / "surveys.json").read_text())
     runs = json.loads((work / "feature-runs.json").read_text())
     labels = load_labels(work)
+    oof = json.loads((work / "oof.json").read_text())
+    if oof.get("model") != MODEL_VERSION:
+        raise SystemExit(f"{work}/oof.json is of {oof.get('model')}, not {MODEL_VERSION}: run `train` first")
     read_log = log_holdout_read(work, labels)
     server = Server(work, model=MODEL_PATH)
     try:
@@ -664,10 +674,28 @@ def evaluate(work: Path, command: str) -> None:
     scores = lake_rows(work, "scores", surveys["holdout"]["surveyId"], run)
     features = lake_rows(work, "features", surveys["holdout"]["surveyId"], run)
     train_features = lake_rows(work, "features", surveys["train"]["surveyId"], runs["train"])
-    report.write(labels, scores, features, train_features,
-                 json.loads(MODEL_PATH.read_text()), json.loads(BASELINE_PATH.read_text()),
-                 REPO / "docs", command, (work / "recorded-with.txt").read_text().strip(),
-                 str(MODEL_PATH.relative_to(REPO)), read_log)
+    conversions = []
+    if "conversions" in surveys and "conversions" in runs:
+        conversions = [(labels[row["reference"]], row)
+                       for row in lake_rows(work, "features", surveys["conversions"]["surveyId"], runs["conversions"])
+                       if row["reference"] in labels]
+
+    def threshold_of(subset, fitted):
+        """A left-out fit's 1 % threshold: its TRAIN people's out-of-fold scores (environment
+        masked), with the bias tuned on them as `train` tunes the shipped one."""
+        values = out_of_fold(subset)
+        subset_labels = [label for label, _ in subset]
+        subset_rows = [row for _, row in subset]
+        bias = fit.tune_bias(fitted, subset_labels, subset_rows, offsets=np.array([z for z, _ in values]))
+        humans = [fit.percent_of(fitted, row, bias + masked)
+                  for (label, row), (_, masked) in zip(subset, values) if label["class"] == "human"]
+        return report.threshold_at(np.array(humans), 0.01)
+
+    report.write(labels, scores, features, train_features, json.loads(MODEL_PATH.read_text()),
+                 json.loads(BASELINE_PATH.read_text()), REPO / "docs", command,
+                 (work / "recorded-with.txt").read_text().strip(), str(MODEL_PATH.relative_to(REPO)), read_log,
+                 oof=oof, conversions=conversions, refused=read_jsonl(work / "refused.jsonl"),
+                 threshold_of=threshold_of)
 
 
 def log_holdout_read(work: Path, labels: dict[str, dict]) -> str:

@@ -173,26 +173,32 @@ def judged(features: dict):
     return lambda label: not features[label["reference"]]["_too_little"]
 
 
+LAYOUT_NAMES = {"demo": "the demo survey", "grid": "a long grid page", "text": "a free-text page",
+                "phone": "a phone layout"}
+TYPING_NAMES = {"cmu-keystroke": "CMU password timing", "aalto-136m": "Aalto free text",
+                "hmog-soft": "HMOG soft keyboard"}
+
+
 def human_groups(features: dict) -> list[tuple[str, object]]:
     """(name, predicate) of every group of people the report has a row for."""
     def flight(label):
         return features[label["reference"]].get("key_flight_mean_ms")
 
     groups = [
-        ("desktop mouse in a browser (SapiMouse)", lambda l: l["device"] == "browser-mouse"),
-        ("desktop mouse over remote desktop (Balabit)", lambda l: l["device"] == "desktop-rdp"),
-        ("desktop mouse, drawing (DELBOT pc)", lambda l: l["device"] == "pc-mouse"),
-        ("trackpad, drawing (DELBOT)", lambda l: l["device"] == "touchpad"),
-        ("virtual machine, drawing (DELBOT)", lambda l: l["device"] == "virtual-machine"),
-        ("phone touch (HMOG)", lambda l: l["device"] == "phone-touch" and dataset_of(l) == "hmog"),
-        ("phone touch, drawing (DELBOT)", lambda l: l["device"] == "phone-touch" and dataset_of(l) != "hmog"),
+        ("desktop mouse in a browser (SapiMouse)", lambda l: l["device"] == "browser-mouse" and l.get("mode") != "keyboard"),
+        ("desktop mouse over remote desktop (Balabit)", lambda l: l["device"] == "desktop-rdp" and l.get("mode") != "keyboard"),
+        ("phone touch (HMOG, through DevTools touch)", lambda l: l["device"] == "phone-touch"),
+        ("keyboard only (Tab, Space, arrows, Enter)", lambda l: l.get("mode") == "keyboard"),
+    ]
+    groups += [(f"layout `{layout}` ({name})", lambda l, x=layout: l.get("layout") == x)
+               for layout, name in LAYOUT_NAMES.items()]
+    groups += [
         (f"slow typists (keys {SLOW_TYPIST_MS:.0f} ms apart or more)",
          lambda l: fit.measured(flight(l)) and flight(l) >= SLOW_TYPIST_MS),
         (f"fast typists (keys {FAST_TYPIST_MS:.0f} ms apart or less)",
          lambda l: fit.measured(flight(l)) and flight(l) <= FAST_TYPIST_MS),
     ]
-    for kind in ("cmu", "aalto", "synthetic", "soft", "none"):
-        groups.append((f"typing: {kind}", lambda l, k=kind: l.get("typing") == k))
+    groups += [(f"typing: {name}", lambda l, k=kind: l.get("typing") == k) for kind, name in TYPING_NAMES.items()]
     return groups
 
 
@@ -210,23 +216,29 @@ def has_level(label: dict, factor: str, level: str) -> bool:
     return label["class"] == "bot" and (label.get("factors") or {}).get(factor) == level
 
 
-def leave_one_level_out(train_samples, holdout_samples, fitter) -> dict:
+def leave_one_level_out(train_samples, holdout_samples, fitter, threshold_of=None) -> dict:
     """For each level of each factor: the whole fit on TRAIN without the bots of that level,
-    scoring the HOLDOUT humans and that level's HOLDOUT bots with the environment masked, and
-    the TRAIN humans (the threshold for 1 % false positives is theirs)."""
+    scoring the HOLDOUT humans and that level's HOLDOUT bots with the environment masked. The
+    threshold for 1 % false positives is `threshold_of(subset, fitted)`'s (the pipeline passes
+    one from out-of-fold scores of the subset), else the TRAIN humans' own scores'."""
     out = {}
     humans = [(label, row) for label, row in holdout_samples if label["class"] == "human"]
-    train_humans = [row for label, row in train_samples if label["class"] == "human"]
     for factor, level in levels_of([label for label, _ in train_samples]):
         held = [(label, row) for label, row in holdout_samples if has_level(label, factor, level)]
         if not held:
             continue
         subset = [(label, row) for label, row in train_samples if not has_level(label, factor, level)]
-        masked = fit.mask_environment(fitter(subset, f"lolo-without-{factor}-{level}"))
+        fitted = fitter(subset, f"lolo-without-{factor}-{level}")
+        masked = fit.mask_environment(fitted)
+        if threshold_of is not None:
+            threshold = threshold_of(subset, fitted)
+        else:
+            threshold = threshold_at(np.array([fit.score(masked, row) for label, row in subset
+                                               if label["class"] == "human"]), 0.01)
         out[(factor, level)] = {
             "humans": People([(label, fit.score(masked, row)) for label, row in humans]),
             "bots": np.array([fit.score(masked, row) for _, row in held]),
-            "threshold": threshold_at(np.array([fit.score(masked, row) for row in train_humans]), 0.01),
+            "threshold": threshold,
         }
     return out
 
@@ -285,9 +297,32 @@ def plots(lolo: dict, humans: People, bots_by_family: dict, out: Path) -> list[s
 
 # ---- the page ---------------------------------------------------------------------------------
 
+# Features set beside each other for the replay path and the old conversion, and per layout.
+COMPARED = ("movements", "movement_peak_speed_ratio", "movement_submovements", "movement_efficiency",
+            "fitts_correlation", "press_dwell_mean_ms", "zero_dwell_clicks", "press_offset_spread",
+            "input_without_keys", "key_hold_cv", "key_flight_cv", "key_flight_lag1", "tab_focus_fraction",
+            "wheels", "duration_s", "touch_taps", "tap_dwell_mean_ms", "swipe_efficiency")
+
+
+def median_of(rows: list[dict], feature: str) -> float:
+    values = [row.get(feature) for row in rows if fit.measured(row.get(feature))]
+    return float(np.median(values)) if values else float("nan")
+
+
+def cell(value: float) -> str:
+    if value != value:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
 
 def write(labels, scores, features, train_features, model, baseline, docs: Path, command: str,
-          recorded_with: str, model_path: str, read_log: str) -> None:
+          recorded_with: str, model_path: str, read_log: str, oof: dict | None = None,
+          conversions: list | None = None, refused: list | None = None, threshold_of=None) -> None:
+    """docs/evaluation.md and its plots. `oof` holds the TRAIN sessions' out-of-fold log-odds
+    (pipeline.py train): the thresholds are theirs. `conversions` are (label, features) of the
+    HOLDOUT people's recordings as the old JSON conversion sent them; `refused` the recorded
+    sessions refused for late events; `threshold_of(subset, fitted)` a left-out fit's 1 %
+    threshold from out-of-fold scores."""
     feature_rows = {f["reference"]: f for f in features if f["reference"] in labels}
     for reference, row in feature_rows.items():
         row["_too_little"] = fit.too_little_behaviour(model, row)
@@ -297,22 +332,30 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
     if mismatches:
         raise SystemExit(f"{len(mismatches)} server scores differ from model.py's replica")
     reasons_of = {s["reference"]: list(s["reasons"]) for s in scores}
-    rows = [(labels[s["reference"]], s["human_score_percent"]) for s in scores if s["reference"] in labels]
+    rows = [(labels[s["reference"]], s["human_score_percent"]) for s in scores if s["reference"] in labels
+            and labels[s["reference"]]["class"] in ("human", "bot")]
     humans = People([(label, p) for label, p in rows if label["class"] == "human"])
     bots_by_family: dict[str, list[float]] = defaultdict(list)
     for label, p in rows:
         if label["class"] == "bot":
             bots_by_family[family_of(label)].append(p)
-    holdout_samples = [(labels[r], f) for r, f in feature_rows.items()]
+    holdout_samples = [(labels[r], f) for r, f in feature_rows.items() if labels[r]["class"] in ("human", "bot")]
     train_samples = [(labels[f["reference"]], f) for f in train_features
                      if f["reference"] in labels and not labels[f["reference"]].get("evaluation_only")]
-    train_human_scores = np.array([fit.score(model, row) for label, row in train_samples if label["class"] == "human"])
-    shipped_threshold = threshold_at(train_human_scores, 0.01)
+    train_by_reference = {label["reference"]: row for label, row in train_samples}
+    # The shipped model's 1 % threshold: out-of-fold TRAIN human scores with the shipped bias.
+    if oof:
+        oof_humans = np.array([fit.percent_of(model, train_by_reference[s["reference"]], oof["bias"] + s["z"])
+                               for s in oof["sessions"] if s["reference"] in train_by_reference
+                               and labels[s["reference"]]["class"] == "human"])
+        threshold_source = f"out-of-fold scores of {len(oof_humans)} TRAIN human sessions ({oof['folds']} folds by person and typist)"
+    else:
+        oof_humans = np.array([fit.score(model, row) for label, row in train_samples if label["class"] == "human"])
+        threshold_source = "in-sample TRAIN human scores"
+    shipped_threshold = threshold_at(oof_humans, 0.01)
     lolo = leave_one_level_out([s for s in train_samples if s[0]["class"] == "human" or s[0].get("factors")],
-                               holdout_samples, lambda samples, version: fit.fit_gbdt(samples, version)[0])
-    variants = sorted({label.get("variant", "embed") for label, _ in rows if label["class"] == "human"},
-                      key=lambda v: (v != "embed", v.startswith("typing-"), v))
-    conversions = [v for v in variants if not v.startswith("typing-")]
+                               holdout_samples, lambda samples, version: fit.fit_gbdt(samples, version)[0],
+                               threshold_of)
     is_judged = judged(feature_rows)
 
     lines: list[str] = []
@@ -322,40 +365,49 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
     add(f"Regenerated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}` "
         f"(scorer/quality/) on sessions recorded by `{recorded_with}`, with the model file "
         f"`{model_path}` (`{model['version']}`) written by `python3 scorer/quality/pipeline.py train`. "
-        "Every figure is measured on HOLDOUT: people of the fixed person-level split "
-        "(`../shared/datasets/README.md`; DELBOT by device) in every conversion variant, and bot "
-        "sessions of seeds never used in training. The shipped model's scores are the server's own "
-        "(a scoring run on the HOLDOUT survey through the API, read from the lake's `scores`); the "
-        "left-out fits are scored by `model.py`, the replica of the Rust formula, checked here "
-        "against every server score first. HOLDOUT is read once per model release, by this report, "
-        f"and each read is logged in `docs/evaluation/holdout-reads.md` ({read_log}).")
+        "Every session, people and automation alike, is a real headed Chromium on a virtual display "
+        "filling one of four survey layouts through the production embed and collector: people are "
+        "their recordings played through the operating system's input path (XTEST; touch through "
+        "DevTools, counted apart), automation is bots.js and the red team on the same pages. Every "
+        "figure is measured on HOLDOUT: people of the fixed person-level split "
+        "(`../shared/datasets/README.md`) and bot sessions of seeds never used in training. The shipped "
+        "model's scores are the server's own (a scoring run on the HOLDOUT survey through the API, read "
+        "from the lake's `scores`); the left-out fits are scored by `model.py`, the replica of the Rust "
+        "formula, checked here against every server score first. HOLDOUT is read once per model "
+        f"release, by this report, and each read is logged in `docs/evaluation/holdout-reads.md` ({read_log}).")
     add("")
-    add("Human figures are counted by person: each person (or DELBOT device) weighs the same, and the "
-        f"95 % intervals resample people with all their sessions and variants ({BOOTSTRAP} resamples). "
-        "Bots are resampled by session. Thresholds for a 1 % false-positive rate are set on TRAIN "
-        "humans' scores and then applied to HOLDOUT; the realised HOLDOUT human rate is shown beside them.")
+    add("Human figures are counted by person: each person weighs the same, and the 95 % intervals "
+        f"resample people with all their sessions ({BOOTSTRAP} resamples). Bots are resampled by "
+        f"session. Thresholds for a 1 % false-positive rate come from {threshold_source}, never from "
+        "HOLDOUT; the realised HOLDOUT human rate is shown beside them.")
     add("")
 
     # What was measured.
     add("## What was measured")
     add("")
     human_labels = [label for label, _ in rows if label["class"] == "human"]
-    by_device = Counter((label["device"], dataset_of(label)) for label in human_labels)
-    add(f"- Humans: {len(humans.by_person)} people or devices, "
-        f"{len({label.get('base') for label in human_labels})} recorded sessions, {len(human_labels)} sessions "
-        f"with their variants ({', '.join(f'{d} from {s} {n}' for (d, s), n in sorted(by_device.items()))}); "
-        f"conversion variants {', '.join(conversions)}; typing swaps {', '.join(v for v in variants if v.startswith('typing-')) or 'none'}.")
-    add("- Bots: " + "; ".join(f"{family} {len(values)}" for family, values in sorted(bots_by_family.items())) + ".")
+    by_device = Counter(label["device"] for label in human_labels)
+    by_layout = Counter(label.get("layout") for label in human_labels)
+    add(f"- People: {len(humans.by_person)} HOLDOUT people, {len(human_labels)} sessions "
+        f"({', '.join(f'{d} {n}' for d, n in sorted(by_device.items()))}; layouts "
+        f"{', '.join(f'{l} {n}' for l, n in sorted(by_layout.items(), key=lambda x: str(x[0])))}; "
+        f"{sum(label.get('mode') == 'keyboard' for label in human_labels)} by keyboard alone, "
+        f"{sum(str(label.get('variant', '')).startswith('swap') for label in human_labels)} typing swaps).")
+    add("- Automation: " + "; ".join(f"{family} {len(values)}" for family, values in sorted(bots_by_family.items())) + ".")
     levels = Counter((factor, label["factors"][factor]) for label, _ in rows
                      if label["class"] == "bot" and label.get("factors") for factor in FACTORS
                      if factor in label["factors"])
     add("- Factor levels of the factorial generator (HOLDOUT sessions): " + "; ".join(
         f"{factor} {', '.join(f'{level} {n}' for (f, level), n in sorted(levels.items()) if f == factor)}"
         for factor in FACTORS if any(f == factor for f, _ in levels)) + ".")
+    add("- Not measured: trackpads (no data set here records one with survey-like clicks: SapiMouse does "
+        "not say which device its people used) and drawing (DELBOT's human strokes are drags on a "
+        "canvas, not movements to a control: they are not replayed, and DELBOT's bot strokes are not "
+        "browser sessions).")
     add("")
 
     # Acceptance.
-    add("## Acceptance figures (issue 35)")
+    add("## Acceptance figures (issue 42)")
     add("")
     add("`met` compares the point estimate with the target; the interval says how far the sample can be trusted.")
     add("")
@@ -364,68 +416,40 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
     for name, where in human_groups(feature_rows):
         keep = (lambda label, w=where: w(label) and is_judged(label))
         if not humans.people(keep):
+            add(f"| humans, {name}: no session with enough behaviour | - | - | 0 | - |")
             continue
         low = humans.share_interval(automation_like, keep)
         high = humans.share_interval(human_like, keep)
         add(f"| humans, {name}, with enough behaviour: automation-like | at most 1 % | {interval(*low[:3])} | {low[3]} | {verdict(low[0] <= 0.01)} |")
         add(f"| humans, {name}, with enough behaviour: human-like | at least 90 % | {interval(*high[:3])} | {high[3]} | {verdict(high[0] >= 0.90)} |")
-    for variant in conversions:
-        keep = (lambda label, v=variant: label.get("variant", "embed") == v and is_judged(label))
-        low = humans.share_interval(automation_like, keep)
-        high = humans.share_interval(human_like, keep)
-        add(f"| humans, variant `{variant}`, with enough behaviour: automation-like | at most 1 % | {interval(*low[:3])} | {low[3]} | {verdict(low[0] <= 0.01)} |")
-        add(f"| humans, variant `{variant}`, with enough behaviour: human-like | at least 90 % | {interval(*high[:3])} | {high[3]} | {verdict(high[0] >= 0.90)} |")
+    keyboard = (lambda label: label.get("mode") == "keyboard")
+    if humans.people(keyboard):
+        share = humans.share_interval(lambda p: not automation_like(p), keyboard)
+        add(f"| keyboard-only people: not automation-like | at least 90 % | {interval(*share[:3])} | {share[3]} | {verdict(share[0] >= 0.90)} |")
+    # Typing swaps: the text layout's sessions recorded twice, once per typing source.
+    pairs = defaultdict(dict)
+    for label, p in rows:
+        if label["class"] == "human" and label.get("layout") == "text" and label.get("mode") == "mouse":
+            pairs[label.get("base", label["reference"])][label.get("typing")] = (label, p)
+    pairs = {base: typed for base, typed in pairs.items() if len(typed) == 2}
+    if pairs:
+        rates = {}
+        for kind in sorted({k for typed in pairs.values() for k in typed}):
+            paired = People([typed[kind] for typed in pairs.values() if kind in typed])
+            rates[kind] = paired.share(automation_like)
+        spread = max(rates.values()) - min(rates.values())
+        add(f"| typing swaps (the text layout typed by each source, the same movements): automation-like, "
+            f"largest difference | at most 0.5 points | {100 * spread:.2f} points "
+            f"({', '.join(f'{TYPING_NAMES.get(k, k)} {pct(r)}' for k, r in rates.items())}; {len(pairs)} pairs) | - | "
+            f"{verdict(spread <= 0.005)} |")
+    recorded = len(human_labels) + sum(len(v) for v in bots_by_family.values())
+    late = [label for label in (refused or []) if str(label.get("refused", "")).startswith("late")]
+    add(f"| every recorded session (people and automation): `late_event_fraction` 0 | every one | "
+        f"{len(late)} refused for late events; the {recorded} HOLDOUT sessions here all 0 | - | "
+        f"{verdict(all((feature_rows[label['reference']].get('late_event_fraction') or 0) == 0 for label, _ in rows if family_of(label) != 'injection'))} |")
     too_little = [(label, p) for label, p in rows if feature_rows[label["reference"]]["_too_little"]]
     hits = sum(human_like(p) for _, p in too_little)
-    add(f"| sessions with too little behaviour (humans and bots): human-like | never | {hits} of {len(too_little)} | - | {verdict(hits == 0)} |")
-    for (factor, level), scored in lolo.items():
-        if (factor, level) in NOT_HUMAN_LEVELS:
-            not_human = float(np.mean([not human_like(p) for p in scored["bots"]]))
-            low, high = wilson(int(round(not_human * len(scored["bots"]))), len(scored["bots"]))
-            add(f"| {factor} `{level}` left out, behaviour alone: not human-like | at least 95 % | "
-                f"{pct(not_human)} [Wilson {100 * low:.1f}, {100 * high:.1f}] | - | {verdict(not_human >= 0.95)} |")
-        if factor == "path" and level in POINTER_PATHS:
-            a = bot_interval(auc, scored["bots"], scored["humans"])
-            tpr = float(np.mean(scored["bots"] < scored["threshold"]))
-            add(f"| path `{level}` left out, behaviour alone: ROC AUC | at least 0.95 | {interval(*a, percent=False)} | - | {verdict(a[0] >= 0.95)} |")
-            add(f"| path `{level}` left out, behaviour alone: TPR at 1 % TRAIN-human FPR | at least 80 % | {pct(tpr)} | - | {verdict(tpr >= 0.80)} |")
-    swaps = [v for v in variants if v.startswith("typing-") and not v.startswith("typing-iki")]
-    if swaps:
-        rates = {v: humans.share(automation_like, lambda label, v=v: label.get("variant") == v and is_judged(label))
-                 for v in swaps}
-        spread = max(rates.values()) - min(rates.values())
-        add(f"| typing swaps: humans automation-like, largest difference between sources | at most 0.5 points | "
-            f"{100 * spread:.2f} points ({', '.join(f'{v} {pct(r)}' for v, r in rates.items())}) | - | {verdict(spread <= 0.005)} |")
-    for v in (v for v in variants if v.startswith("typing-iki")):
-        share = humans.share(human_like, lambda label, v=v: label.get("variant") == v and is_judged(label))
-        add(f"| typing swap `{v}` (humans whose keys are {v.removeprefix('typing-iki')} ms apart): human-like | at least 90 % | {pct(share)} | - | {verdict(share >= 0.90)} |")
-    metronome = [p for label, p in rows if (label.get("factors") or {}).get("typing") == "metronome"]
-    if metronome:
-        flagged = float(np.mean([not human_like(p) for p in metronome]))
-        add(f"| metronome typing (shipped model): not human-like | at least 95 % | {pct(flagged)} of {len(metronome)} | - | {verdict(flagged >= 0.95)} |")
-    add("")
-
-    # Leave one level out, in full.
-    add("## Every factor level left out of training")
-    add("")
-    add("For each level of each factor of the factorial generator: the whole fit (`model.fit_gbdt`) on "
-        "TRAIN without that level's sessions, then that level's HOLDOUT sessions against the HOLDOUT "
-        "people, every environment term masked. A bot is flagged when its score is below the threshold "
-        "under which 1 % of TRAIN humans fall; `human FPR` is how many HOLDOUT people that threshold "
-        "flags (by person).")
-    add("")
-    add("| factor | level left out | sessions | ROC AUC | TPR at the 1 % threshold | human FPR | automation-like | not human-like |")
-    add("|---|---|---|---|---|---|---|---|")
-    for (factor, level), scored in lolo.items():
-        bots = scored["bots"]
-        a = bot_interval(auc, bots, scored["humans"])
-        tpr = float(np.mean(bots < scored["threshold"]))
-        fpr = scored["humans"].share(lambda p, th=scored["threshold"]: p < th)
-        add(f"| {factor} | {level} | {len(bots)} | {interval(*a, percent=False)} | {pct(tpr)} | {pct(fpr)} | "
-            f"{pct(float(np.mean([automation_like(p) for p in bots])))} | {pct(float(np.mean([not human_like(p) for p in bots])))} |")
-    add("")
-    paths = plots(lolo, humans, bots_by_family, docs / "evaluation")
-    add(f"![ROC curves, each pointer path left out, logarithmic false-positive axis]({paths[0]})")
+    add(f"| sessions with too little behaviour (people and automation): human-like | never | {hits} of {len(too_little)} | - | {verdict(hits == 0)} |")
     add("")
 
     # People.
@@ -446,32 +470,81 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
             f"{pct(humans.share(lambda p: fit.band(p) == 'review', where))} | {pct(humans.share(human_like, keep))} |")
     add("")
 
-    # Conversions and swaps.
-    add("## The same people through other conversions and other typists")
+    # Features per layout.
+    add("## Features per layout")
     add("")
-    add("Each HOLDOUT session in every conversion variant (humans.py), and with its typing swapped "
-        "(`typing-*`: the same recording, the `embed` conversion, the answers typed by another source). "
-        "The change is each session's score minus its `embed` score.")
+    add("Medians over HOLDOUT sessions (people by session, not by person), people beside automation, on "
+        "each layout: how much behaviour each page draws out, and where people and bots sit.")
     add("")
-    add("| variant | sessions | automation-like | human-like (enough behaviour) | median change | 99th percentile absolute change |")
-    add("|---|---|---|---|---|---|")
-    reference = {label["base"]: p for label, p in rows if label["class"] == "human" and label.get("variant") == "embed"}
-    for variant in variants:
-        where = (lambda label, v=variant: label.get("variant", "embed") == v)
-        delta = np.array([p - reference[label["base"]] for label, p in rows if label["class"] == "human"
-                          and label.get("variant") == variant and label["base"] in reference])
-        cells = ("-", "-") if variant == "embed" or not len(delta) else (
-            f"{np.median(delta):+.2f}", f"{np.percentile(np.abs(delta), 99):.2f}")
-        add(f"| {variant} | {humans.sessions(where)} | {pct(humans.share(automation_like, where))} | "
-            f"{pct(humans.share(human_like, lambda label, w=where: w(label) and is_judged(label)))} | {cells[0]} | {cells[1]} |")
+    shown = [f for f in COMPARED if any(fit.measured(row.get(f)) for row in feature_rows.values())]
+    add("| layout | who | sessions | " + " | ".join(f"`{f}`" for f in shown) + " |")
+    add("|---|---|---|" + "---|" * len(shown))
+    for layout in LAYOUT_NAMES:
+        for who in ("human", "bot"):
+            chosen = [feature_rows[label["reference"]] for label, _ in rows
+                      if label["class"] == who and label.get("layout") == layout]
+            if chosen:
+                add(f"| {layout} | {'people' if who == 'human' else 'automation'} | {len(chosen)} | "
+                    + " | ".join(cell(median_of(chosen, f)) for f in shown) + " |")
+    add("")
+
+    # The replay path against the old conversion.
+    if conversions:
+        add("## What the replay path changed")
+        add("")
+        add("Each HOLDOUT person's sessions through the replay path (their recorded movements retargeted onto "
+            "the layouts' controls, played through XTEST, typed by a real typist) beside the same person's "
+            "recordings as the harness used to send them (humans.py's `embed` conversion posted as JSON, "
+            "synthetic think pauses and typing, no page). Medians per person.")
+        add("")
+        compared = ("movements", "movement_peak_speed_ratio", "movement_efficiency", "movement_submovements",
+                    "press_dwell_mean_ms", "zero_dwell_clicks", "press_offset_spread", "key_hold_cv",
+                    "key_flight_lag1", "duration_s")
+        add("| person | path | sessions | " + " | ".join(f"`{f}`" for f in compared) + " |")
+        add("|---|---|---|" + "---|" * len(compared))
+        old_by_person = defaultdict(list)
+        for label, row in conversions:
+            old_by_person[label["person"]].append(row)
+        for person in sorted(humans.by_person):
+            replayed = [feature_rows[label["reference"]] for label, _ in humans.by_person[person]
+                        if label.get("mode") == "mouse"]
+            if not replayed or person not in old_by_person:
+                continue
+            for path, chosen in (("replay", replayed), ("old conversion", old_by_person[person])):
+                add(f"| {person} | {path} | {len(chosen)} | " + " | ".join(cell(median_of(chosen, f)) for f in compared) + " |")
+        add("")
+
+    # Leave one level out, in full.
+    add("## Every factor level left out of training")
+    add("")
+    add("For each level of each factor of the factorial generator: the whole fit (`model.fit_gbdt`) on "
+        "TRAIN without that level's sessions, then that level's HOLDOUT sessions against the HOLDOUT "
+        "people, every environment term masked. A bot is flagged when its score is below the threshold "
+        "under which 1 % of the left-out fit's TRAIN humans fall (out of fold); `human FPR` is how many "
+        "HOLDOUT people that threshold flags (by person).")
+    add("")
+    add("| factor | level left out | sessions | ROC AUC | TPR at the 1 % threshold | human FPR | automation-like | not human-like |")
+    add("|---|---|---|---|---|---|---|---|")
+    for (factor, level), scored in lolo.items():
+        bots = scored["bots"]
+        a = bot_interval(auc, bots, scored["humans"])
+        tpr = float(np.mean(bots < scored["threshold"]))
+        fpr = scored["humans"].share(lambda p, th=scored["threshold"]: p < th)
+        add(f"| {factor} | {level} | {len(bots)} | {interval(*a, percent=False)} | {pct(tpr)} | {pct(fpr)} | "
+            f"{pct(float(np.mean([automation_like(p) for p in bots])))} | {pct(float(np.mean([not human_like(p) for p in bots])))} |")
+    add("")
+    paths = plots(lolo, humans, bots_by_family, docs / "evaluation")
+    add(f"![ROC curves, each pointer path left out, logarithmic false-positive axis]({paths[0]})")
     add("")
 
     # Bots with the shipped model.
     add("## The shipped model on every family")
     add("")
     add("Trained on every TRAIN factor level; these rows say how it does on kinds of automation it has seen "
-        "(in other seeds), except `injection` and `redteam:*`, which no model ever trains on. The "
-        f"threshold for TPR is the shipped model's 1 % TRAIN-human threshold ({shipped_threshold:.2f}).")
+        "(in other seeds), except `injection` (people's recordings posted as JSON) and `redteam:*`, which no "
+        f"model ever trains on. The threshold for TPR is the shipped model's 1 % threshold ({shipped_threshold:.2f}, "
+        f"from out-of-fold TRAIN people); it flags {pct(humans.share(lambda p: p < shipped_threshold))} of "
+        "HOLDOUT people.")
     add("")
     add("| family | sessions | ROC AUC | TPR at 1 % | automation-like | review | human-like |")
     add("|---|---|---|---|---|---|---|")
@@ -485,12 +558,12 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
     add("")
     add("Example reasons (the first HOLDOUT session of each kind, as the scores table holds them):")
     add("")
-    shown = set()
+    seen = set()
     for label, p in rows:
-        kind = "human " + label["device"] if label["class"] == "human" else family_of(label)
-        if kind in shown:
+        kind = f"people {label['device']} on {label.get('layout')}" if label["class"] == "human" else family_of(label)
+        if kind in seen:
             continue
-        shown.add(kind)
+        seen.add(kind)
         add(f"- {kind}: {p:.2f} ({fit.band(p)}): " + "; ".join(f"`{r}`" for r in reasons_of.get(label["reference"], [])))
     add("")
 
@@ -503,10 +576,12 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
             effects[feature] += abs(effect)
     trees = model.get("trees", [])
     per_modality = Counter(tree.get("modality") for tree in trees)
-    add(f"`{model['version']}`: bias {model['bias']}, {len(model['terms'])} terms, {len(trees)} trees "
+    add(f"`{model['version']}`: bias {model['bias']} (out-of-fold), {len(model['terms'])} terms, {len(trees)} trees "
         f"({', '.join(f'{m} {n}' for m, n in per_modality.items())}; depth at most 3), bands "
         f"{model['bands']['review_from']:g} / {model['bands']['human_from']:g}. Evidence: "
-        + "; ".join(f"{e['modality']} at least {e['minimum']:g} {e['label']}" + ("" if e["sufficient"] else " (never decides alone)")
+        + "; ".join(f"{e['modality']} at least {e['minimum']:g} {e['label']}"
+                    + (f" to speak, {e['human_minimum']:g} to decide human-like" if "human_minimum" in e else "")
+                    + ("" if e["sufficient"] else " (never decides alone)")
                     for e in model.get("evidence", [])) + ".")
     add("")
     add("| feature | mean absolute contribution on HOLDOUT (log-odds) |")
