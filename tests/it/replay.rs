@@ -65,10 +65,6 @@ async fn a_replayed_person_and_its_automation_twin_differ_only_in_movement_and_t
         pair["keys"][0].as_u64() > Some(20),
         "the person typed: {pair}"
     );
-    assert!(
-        pair["schedule_late_p99_ms"].as_f64() < Some(15.0),
-        "the replay kept its schedule: {pair}"
-    );
 
     let run = server.run_scoring_to_end(&key, &survey.survey_id).await;
     assert_eq!(run["status"], "completed", "{run}");
