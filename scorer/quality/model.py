@@ -292,7 +292,7 @@ MODALITIES = {
     # Not the contact's radius: its spread is a property of one phone's digitizer (HMOG's Galaxy
     # S4 is the only phone with contact sizes in the data sets), not of a finger.
     "touch": {
-        "features": ["touch_taps", "touch_swipes"], "minimum": 6.0, "human_minimum": 8.0, "label": "touch gestures",
+        "features": ["touch_taps", "touch_swipes"], "minimum": 6.0, "human_minimum": 7.0, "label": "touch gestures",
         "sufficient": True,
         "trees": [
             ("tap_dwell_mean_ms", 0, None),
