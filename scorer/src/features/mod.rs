@@ -138,11 +138,13 @@ features! {
     moving_fraction,
     /// Clicks (or presses where no click followed).
     clicks,
-    /// Share of clicks with no pointer move in the second before them.
+    /// Share of a mouse's clicks with no pointer move in the second before them (clicks of a
+    /// key, a finger or a label's follow-on left out).
     clicks_without_approach,
     /// Mean press-to-release dwell of pointer buttons, ms.
     press_dwell_mean_ms,
-    /// Share of clicks with no press or a press released within 5 ms.
+    /// Share of pointer clicks with no press or a press released within 5 ms (clicks of a key
+    /// or a label's follow-on left out).
     zero_dwell_clicks,
     /// Key presses (repeats excluded).
     key_presses,

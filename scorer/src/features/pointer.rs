@@ -2,12 +2,18 @@
 
 use super::Features;
 use super::stats::{cv, cv_of, derivative, derivatives, mean, mean_of, ratio, wrap_angle};
-use crate::trace::{Kind, TraceEvent};
+use crate::trace::{KeyClass, Kind, TraceEvent};
 
 /// A gap between pointer moves longer than this ends a stroke and counts as a pause.
 const PAUSE_MS: i64 = 300;
 /// A click counts as approached when the pointer moved within this time before it.
 const APPROACH_WINDOW_MS: i64 = 1000;
+/// A click this soon after another is the browser's follow-on click of the same gesture: a
+/// click on a label is followed by a click on its control (Chromium: 0-2 ms later).
+const FOLLOW_ON_MS: i64 = 50;
+/// A click with no press this soon after Space or Enter went down or up is the key activating
+/// the focused control (Enter clicks on its press, Space on its release).
+const KEY_ACTIVATION_MS: i64 = 500;
 /// Sampling intervals above this are pauses, not the sampling rate.
 const MAX_SAMPLING_GAP_MS: i64 = 100;
 /// A press lands "at the centre" within this many hundredths of its target's half-size.
@@ -134,19 +140,34 @@ fn push_straightness(
     out.push(((x1 - x0).hypot(y1 - y0) / length).min(1.0));
 }
 
+/// Clicks, and of them the ones a pointer made: a click a key made (Space or Enter on a focused
+/// control, keyboard navigation) has no approach and no press by nature, nor has the follow-on
+/// click a label sends its control, nor has a finger an approach to see: none of those counts
+/// towards `clicks_without_approach`, and key and follow-on clicks not towards
+/// `zero_dwell_clicks`. A session whose clicks are all a keyboard's leaves both unmeasured.
 pub(super) fn clicks(events: &[TraceEvent], f: &mut Features) {
     let mut clicks = 0usize;
+    let mut approachable = 0usize;
     let mut unapproached = 0usize;
+    let mut pressable = 0usize;
     let mut zero_dwell = 0usize;
     let mut dwells = Vec::new();
     let mut last_move: Option<i64> = None;
     let mut pressed_at: Option<i64> = None;
+    let mut last_press: Option<i64> = None;
+    let mut last_touch: Option<i64> = None;
     let mut last_dwell: Option<i64> = None;
+    let mut last_click: Option<i64> = None;
+    let mut last_activation_key: Option<i64> = None;
     for event in events {
         match event.kind {
             Kind::PointerMove | Kind::TouchMove => last_move = Some(event.t),
             Kind::PointerDown | Kind::TouchStart => {
                 pressed_at = Some(event.t);
+                last_press = Some(event.t);
+                if event.kind == Kind::TouchStart {
+                    last_touch = Some(event.t);
+                }
                 last_dwell = None;
             }
             Kind::PointerUp | Kind::TouchEnd => {
@@ -156,22 +177,40 @@ pub(super) fn clicks(events: &[TraceEvent], f: &mut Features) {
                     last_dwell = Some(dwell);
                 }
             }
+            Kind::KeyDown | Kind::KeyUp
+                if matches!(event.key_class, KeyClass::Space | KeyClass::Enter) =>
+            {
+                last_activation_key = Some(event.t);
+            }
             Kind::Click => {
                 clicks += 1;
-                if last_move.is_none_or(|t| event.t - t > APPROACH_WINDOW_MS) {
-                    unapproached += 1;
+                let follow_on = last_click.is_some_and(|t| event.t - t <= FOLLOW_ON_MS);
+                last_click = Some(event.t);
+                let by_key = last_activation_key.is_some_and(|key| {
+                    event.t - key <= KEY_ACTIVATION_MS && last_press.is_none_or(|press| press < key)
+                });
+                if follow_on || by_key {
+                    continue;
                 }
+                pressable += 1;
                 if last_dwell.is_none_or(|dwell| dwell <= 5) {
                     zero_dwell += 1;
                 }
                 last_dwell = None;
+                if last_touch.is_some_and(|t| event.t - t <= APPROACH_WINDOW_MS) {
+                    continue; // a finger comes down from nowhere: no approach to see
+                }
+                approachable += 1;
+                if last_move.is_none_or(|t| event.t - t > APPROACH_WINDOW_MS) {
+                    unapproached += 1;
+                }
             }
             _ => {}
         }
     }
     f.clicks = clicks as f64;
-    f.clicks_without_approach = ratio(unapproached as f64, clicks as f64);
-    f.zero_dwell_clicks = ratio(zero_dwell as f64, clicks as f64);
+    f.clicks_without_approach = ratio(unapproached as f64, approachable as f64);
+    f.zero_dwell_clicks = ratio(zero_dwell as f64, pressable as f64);
     f.press_dwell_mean_ms = mean(&dwells);
 }
 

@@ -200,6 +200,48 @@ fn clicks_with_and_without_approach_and_dwell() {
 }
 
 #[test]
+fn clicks_of_keys_labels_and_fingers_are_not_pointer_clicks() {
+    let key = |t, kind, class| TraceEvent::new(t, kind).key(class);
+    let f = compute(&trace(vec![
+        mv(0, 10, 10),
+        mv(16, 12, 11),
+        // A person clicks a label: the press, its click, and the click the label sends its box.
+        TraceEvent::new(100, Kind::PointerDown),
+        TraceEvent::new(190, Kind::PointerUp),
+        TraceEvent::new(191, Kind::Click),
+        TraceEvent::new(192, Kind::Click),
+        // Then tabs to a button and presses Enter (the click on the key's press), and Space on a
+        // checkbox (the click on the key's release): no approach, no press, and no script.
+        key(4_000, Kind::KeyDown, KeyClass::Enter),
+        TraceEvent::new(4_001, Kind::Click),
+        key(4_090, Kind::KeyUp, KeyClass::Enter),
+        key(6_000, Kind::KeyDown, KeyClass::Space),
+        key(6_080, Kind::KeyUp, KeyClass::Space),
+        TraceEvent::new(6_081, Kind::Click),
+        // A finger's tap: its click has no move before it, and a dwell of its own.
+        TraceEvent::new(9_000, Kind::TouchStart),
+        TraceEvent::new(9_070, Kind::TouchEnd),
+        TraceEvent::new(9_071, Kind::Click),
+        // And a script's click out of nowhere, long after any key.
+        TraceEvent::new(12_000, Kind::Click),
+    ]));
+    close(f.clicks, 6.0);
+    // Pointer clicks with an approach to see: the label's and the script's.
+    close(f.clicks_without_approach, 1.0 / 2.0);
+    // Pointer clicks with a press to see: the label's, the tap's and the script's.
+    close(f.zero_dwell_clicks, 1.0 / 3.0);
+    // Only keys: both unmeasured, not "every click without approach".
+    let keyboard = compute(&trace(vec![
+        key(1_000, Kind::KeyDown, KeyClass::Space),
+        key(1_080, Kind::KeyUp, KeyClass::Space),
+        TraceEvent::new(1_081, Kind::Click),
+    ]));
+    close(keyboard.clicks, 1.0);
+    assert!(keyboard.clicks_without_approach.is_nan());
+    assert!(keyboard.zero_dwell_clicks.is_nan());
+}
+
+#[test]
 fn key_holds_flights_and_their_regularity() {
     let mut events = Vec::new();
     // Metronome: a key every 50 ms, held 0 ms.
