@@ -243,9 +243,13 @@ def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: 
             display.close()
         if "extra" in steps and not (work / "labels-extra.jsonl").exists():
             extra = injected_and_red_team(work, server, tracking["holdout"], injections, redteam_bots)
-            extra += old_conversions(work, server, tracking["conversions"])
             with open(work / "labels-extra.jsonl", "w") as out:
                 for label in extra:
+                    out.write(json.dumps(label) + "\n")
+        if "extra" in steps and not (work / "labels-conversions.jsonl").exists():
+            converted = old_conversions(work, server, tracking["conversions"])
+            with open(work / "labels-conversions.jsonl", "w") as out:
+                for label in converted:
                     out.write(json.dumps(label) + "\n")
     finally:
         if pages is not None:
@@ -443,7 +447,8 @@ def score_recordings(work: Path) -> None:
     posted after the fact on purpose, is exempt."""
     surveys = json.loads((work / "surveys.json").read_text())
     labels = read_jsonl(work / "labels-people.jsonl") + read_jsonl(work / "labels-touch.jsonl") \
-        + read_jsonl(work / "labels-bots.jsonl") + read_jsonl(work / "labels-extra.jsonl")
+        + read_jsonl(work / "labels-bots.jsonl") + read_jsonl(work / "labels-extra.jsonl") \
+        + read_jsonl(work / "labels-conversions.jsonl")
     server = Server(work)
     try:
         time.sleep(2)  # past the lookup statistics' 1 s
