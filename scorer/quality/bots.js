@@ -265,14 +265,15 @@ function designFor(seed, forced = {}) {
 
 /**
  * A seed's factors on a layout: a phone layout is filled by touch (the modality forced), a
- * desktop layout never (touch is forced off: the seed's design is redrawn without it).
+ * desktop layout by touch only when asked (`--modality touch`, an emulated phone on a desktop
+ * page); otherwise a drawn touch design is redrawn without it.
  */
 function factorsFor(generator, seed, forced, layout = "demo") {
   if (generator !== "factorial") return { ...LIBRARY_FACTORS };
   const phone = LAYOUTS.layouts[layout].device === "phone";
   if (phone) return designFor(seed, { ...forced, modality: "touch" });
   const drawn = designFor(seed, forced);
-  if (drawn.modality !== "touch") return drawn;
+  if (drawn.modality !== "touch" || forced.modality === "touch") return drawn;
   // Another modality, the first possible with the forced levels in an order drawn by the seed.
   const others = FACTORS.modality.filter((m) => m !== "touch");
   const first = hash32(`telltale-quality/desktop/${seed}`) % others.length;
