@@ -126,7 +126,7 @@ class LayoutTest(unittest.TestCase):
 def fixture_people():
     people = []
     for index in range(20):
-        split = "holdout" if index % 3 == 0 else "train"
+        split = "holdout" if index % 4 == 1 else "train"
         people.append(PointerPerson("sapimouse", f"sapimouse/user{index}", split, "browser-mouse",
                                     [Segment(100.0, [(0.0, 0.0, 0.0), (100.0, 200.0, 0.0)], 100.0, 80.0, k)
                                      for k in range(60)]))

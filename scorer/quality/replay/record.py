@@ -5,8 +5,11 @@ Every session is one survey layout filled by one person's hand (sources.PointerP
 pointer, sources.Typist for the keys), through XTEST into a headed Chromium (session.py). What is
 recorded (`plan_jobs`):
 
-- each pointer person fills each desktop layout (demo, grid, text) once; Balabit's people, who
-  recorded far more than a survey needs, `BALABIT_ROUNDS` times;
+- each SapiMouse person fills one desktop layout (demo, grid, text in turn, by the person's
+  place in the name order), as a respondent fills one survey; Balabit's ten people, who recorded
+  far more than a survey needs, fill each of them. One layout per person is what lets the whole
+  recording (about 250 sessions, three at a time, at a person's pace) run in under two hours on
+  two cores: three layouts each took 556 sessions and over four hours;
 - every `KEYBOARD_EVERY`-th TRAIN person and every other HOLDOUT one also fill one layout by
   keyboard alone (Tab, Shift+Tab, Space, arrows, Enter at the typist's own key timing, the
   person's own pauses);
@@ -35,7 +38,6 @@ from .sources import PointerPerson, Typist
 from .xinput import Display
 
 DESKTOP_LAYOUTS = ("demo", "grid", "text")
-BALABIT_ROUNDS = 2
 KEYBOARD_EVERY = 4
 TWIN_EVERY = 3
 
@@ -107,25 +109,24 @@ def plan_jobs(people: list[PointerPerson], typists: list[Typist], splits=("train
             continue
         if limit_people and number >= limit_people:
             break
-        rounds = BALABIT_ROUNDS if person.set == "balabit" else 1
+        layouts = DESKTOP_LAYOUTS if person.set == "balabit" else (DESKTOP_LAYOUTS[number % 3],)
         index = 0
-        for round_ in range(rounds):
-            for layout in DESKTOP_LAYOUTS:
-                index += 1
-                kind = holdout_kinds[(number + index) % 2] if person.split == "holdout" else "cmu-keystroke"
-                typist = typist_for(person, typists, kind, index)
-                key = f"{person.name}/{layout}/{round_}"
-                job = Job(key, person.split, person.name, typist.name if typist else None, layout, "mouse", draws=key)
-                jobs.append(job)
-                if person.split == "holdout" and layout == "text" and typist is not None:
-                    other = holdout_kinds[1 - holdout_kinds.index(typist.set)]
-                    swap = typist_for(person, typists, other, index)
-                    if swap is not None:
-                        jobs.append(Job(key + "/swap", person.split, person.name, swap.name, layout, "mouse",
-                                        swap_of=job.reference, draws=key))
-                if round_ == 0 and layout == "demo" and number % TWIN_EVERY == 0:
-                    jobs.append(Job(key + "/twin", person.split, person.name, None, layout, "mouse", hand="twin",
-                                    draws=key))
+        for layout in layouts:
+            index += 1
+            kind = holdout_kinds[(number + index) % 2] if person.split == "holdout" else "cmu-keystroke"
+            typist = typist_for(person, typists, kind, index)
+            key = f"{person.name}/{layout}/0"
+            job = Job(key, person.split, person.name, typist.name if typist else None, layout, "mouse", draws=key)
+            jobs.append(job)
+            if person.split == "holdout" and layout == "text" and typist is not None:
+                other = holdout_kinds[1 - holdout_kinds.index(typist.set)]
+                swap = typist_for(person, typists, other, index)
+                if swap is not None:
+                    jobs.append(Job(key + "/swap", person.split, person.name, swap.name, layout, "mouse",
+                                    swap_of=job.reference, draws=key))
+            if layout == layouts[0] and number % TWIN_EVERY == 0:
+                jobs.append(Job(key + "/twin", person.split, person.name, None, layout, "mouse", hand="twin",
+                                draws=key))
         if number % (KEYBOARD_EVERY // 2 if person.split == "holdout" else KEYBOARD_EVERY) == 0:
             layout = ("demo", "grid", "text")[number // KEYBOARD_EVERY % 3]
             typist = typist_for(person, typists, None if person.split == "holdout" else "cmu-keystroke", 99)
