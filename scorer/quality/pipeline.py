@@ -204,9 +204,12 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: int, redteam_bots: int,
-           injections: int, workers: int, people: int = 0, steps: tuple[str, ...] = ("humans", "bots", "extra")) -> None:
+           injections: int, workers: int, people: int = 0, steps: tuple[str, ...] = ("humans", "bots", "extra"),
+           splits: tuple[str, ...] = ("train", "holdout")) -> None:
     """Records every session into the work directory's server; resumable: a session already in
-    the labels files is not recorded again (every reference derives from what the session is)."""
+    the labels files is not recorded again (every reference derives from what the session is).
+    `splits` ("train" alone: what cross-validation needs, without spending HOLDOUT) limits the
+    people and bots; injection, the red team and the old conversions are HOLDOUT's."""
     from replay import pages as survey_pages
     from replay import record as replay
     from replay import sources
@@ -217,7 +220,8 @@ def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: 
     (work / "recorded-with.txt").write_text(
         f"python3 scorer/quality/pipeline.py record --bots {bots} --mouse-bots {mouse_bots} "
         f"--fast-bots {fast_bots} --redteam-bots {redteam_bots} --injections {injections} "
-        f"--concurrency {concurrency} --workers {workers}" + (f" --people {people}" if people else ""))
+        f"--concurrency {concurrency} --workers {workers}" + (f" --people {people}" if people else "")
+        + "".join(f" --split {split}" for split in splits if len(splits) == 1))
     server = Server(work)
     pages = None
     try:
@@ -233,14 +237,15 @@ def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: 
             display = Display.start()
             thread = threading.Thread(target=record_bots, daemon=True,
                                       args=(work, server, pages, tracking, display, bots, mouse_bots, fast_bots,
-                                            concurrency))
+                                            concurrency, splits))
             thread.start()
             threads.append((thread, display))
         if "humans" in steps:
-            record_people(work, server.base, tracking, workers, people, replay, sources)
+            record_people(work, server.base, tracking, workers, people, replay, sources, splits)
         for thread, display in threads:
             thread.join()
             display.close()
+        steps = steps if "holdout" in splits else tuple(step for step in steps if step != "extra")
         if "extra" in steps and not (work / "labels-extra.jsonl").exists():
             extra = injected_and_red_team(work, server, tracking["holdout"], injections, redteam_bots)
             with open(work / "labels-extra.jsonl", "w") as out:
@@ -257,7 +262,8 @@ def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: 
         server.stop()
 
 
-def record_people(work: Path, telltale: str, tracking: dict, workers: int, limit: int, replay, sources) -> None:
+def record_people(work: Path, telltale: str, tracking: dict, workers: int, limit: int, replay, sources,
+                  splits: tuple[str, ...] = ("train", "holdout")) -> None:
     """The people of the data sets replayed through XTEST (scorer/quality/replay)."""
     path = work / "labels-people.jsonl"
     done = {label["key"]: label for label in read_jsonl(path)}
@@ -266,7 +272,7 @@ def record_people(work: Path, telltale: str, tracking: dict, workers: int, limit
     typists = sources.cmu_typists(DATASETS / "cmu-keystroke" / "keystrokes.csv") + sources.aalto_typists()
     if not any(p.set == "sapimouse" for p in people):
         log("SapiMouse is missing: run scorer/quality/datasets/unpack.sh first (only Balabit's people are replayed)")
-    jobs = replay.plan_jobs(people, typists, limit_people=limit)
+    jobs = replay.plan_jobs(people, typists, splits=splits, limit_people=limit)
     todo = [job for job in jobs if job.key not in done]
     # People with no wheel recorded (SapiMouse) scroll with the wheel bursts of a person of their
     # split who recorded many (Balabit): real notches, another hand.
@@ -307,7 +313,7 @@ def bot_runs(bots: int, mouse_bots: int, fast_bots: int) -> list[tuple[str, str,
 
 
 def record_bots(work: Path, server: Server, pages, tracking: dict, display, bots: int, mouse_bots: int,
-                fast_bots: int, concurrency: int) -> None:
+                fast_bots: int, concurrency: int, splits: tuple[str, ...] = ("train", "holdout")) -> None:
     """The automation of bots.js, headed on its own display, on the same layouts and pages."""
     path = work / "labels-bots.jsonl"
     done = {label["reference"] for label in read_jsonl(path)}
@@ -318,7 +324,7 @@ def record_bots(work: Path, server: Server, pages, tracking: dict, display, bots
     traces = work / "typing-traces.json"
     if not traces.exists():
         traces.write_text(json.dumps(typing_traces(humans.load_cmu(DATASETS / "cmu-keystroke" / "keystrokes.csv"))))
-    for split in ("train", "holdout"):
+    for split in splits:
         base = 0 if split == "train" else HOLDOUT_SEED_BASE
         first = {generator: 1 for generator in GENERATORS}
         for generator, layout, count, forced in bot_runs(bots, mouse_bots, fast_bots):
@@ -353,10 +359,11 @@ def record_bots(work: Path, server: Server, pages, tracking: dict, display, bots
                             "source": "scorer/quality/bots.js"})
                 if result.returncode != 0:
                     log(f"  bots.js exited {result.returncode}: {result.stderr[-300:]}")
-    record_touch_people(work, server, pages, tracking, display, concurrency)
+    record_touch_people(work, server, pages, tracking, display, concurrency, splits)
 
 
-def record_touch_people(work: Path, server: Server, pages, tracking: dict, display, concurrency: int) -> None:
+def record_touch_people(work: Path, server: Server, pages, tracking: dict, display, concurrency: int,
+                        splits: tuple[str, ...] = ("train", "holdout")) -> None:
     """People's touch on the phone layout: HOLDOUT and TRAIN HMOG people's recorded gestures and
     soft-keyboard typing, through DevTools touch input (replay/touch.py says why not the OS)."""
     from replay import touch
@@ -371,9 +378,10 @@ def record_touch_people(work: Path, server: Server, pages, tracking: dict, displ
         return
     export_path = work / "touch-people.json"
     export_path.write_text(json.dumps(exported))
-    todo = [seed for seed, job in enumerate(exported["jobs"], start=1) if job["reference"] not in done]
+    todo = [seed for seed, job in enumerate(exported["jobs"], start=1)
+            if job["reference"] not in done and job["split"] in splits]
     log(f"people's touch on the phone layout: {len(todo)} of {len(exported['jobs'])} sessions")
-    for split in ("train", "holdout"):
+    for split in splits:
         seeds = [seed for seed in todo if exported["jobs"][seed - 1]["split"] == split]
         for chunk_start in range(0, len(seeds), 10):
             chunk = seeds[chunk_start:chunk_start + 10]
@@ -776,12 +784,16 @@ def main() -> None:
     parser.add_argument("--people", type=int, default=0, help="replay only the first N pointer people (a smoke test); 0: all")
     parser.add_argument("--only", choices=["humans", "bots", "extra"], action="append",
                         help="record only these parts (repeatable); default all")
+    parser.add_argument("--split", choices=["train", "holdout"], action="append",
+                        help="record only these splits' people and bots (repeatable); default both. "
+                             "TRAIN alone is what `cv` needs and reads no HOLDOUT")
     args = parser.parse_args()
     ensure_python_packages()
     command = "python3 scorer/quality/pipeline.py " + " ".join(sys.argv[1:])
     if args.step in ("all", "record"):
         record(args.work, args.bots, args.mouse_bots, args.fast_bots, args.concurrency, args.redteam_bots,
-               args.injections, args.workers, args.people, tuple(args.only or ("humans", "bots", "extra")))
+               args.injections, args.workers, args.people, tuple(args.only or ("humans", "bots", "extra")),
+               tuple(args.split or ("train", "holdout")))
     if args.step in ("all", "score"):
         score_recordings(args.work)
     if args.step in ("all", "train"):
