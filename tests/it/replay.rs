@@ -116,13 +116,23 @@ async fn a_replayed_person_and_its_automation_twin_differ_only_in_movement_and_t
     // Pointer moves and scroll positions are the movement itself (their number follows the
     // path and the smooth scroll); key releases come in another order when a person's keys
     // overlap, so they are compared as a multiset; a `resize` is the window system settling
-    // the new window, in either session or neither.
+    // the new window, in either session or neither; the page's end (`pagehide`, `visibility`)
+    // is the browser closing, in whichever order its teardown runs (CI saw both orders).
     let discrete = |rows: &[&Value]| -> Vec<Vec<Value>> {
         rows.iter()
             .filter(|row| {
                 !matches!(
                     row["type"].as_str(),
-                    Some("pointermove" | "scroll" | "keyup" | "resize" | "session" | "environment")
+                    Some(
+                        "pointermove"
+                            | "scroll"
+                            | "keyup"
+                            | "resize"
+                            | "session"
+                            | "environment"
+                            | "pagehide"
+                            | "visibility"
+                    )
                 )
             })
             .map(|row| WHAT.iter().map(|column| row[*column].clone()).collect())
