@@ -7,9 +7,9 @@ recorded (`plan_jobs`):
 
 - each SapiMouse person fills one desktop layout (demo, grid, text in turn, by the person's
   place in the name order), as a respondent fills one survey; Balabit's ten people, who recorded
-  far more than a survey needs, fill each of them. One layout per person is what lets the whole
-  recording (about 250 sessions, three at a time, at a person's pace) run in under two hours on
-  two cores: three layouts each took 556 sessions and over four hours;
+  far more than a survey needs, fill each of them. One layout per person plans 257 sessions
+  (about two hours at the two a minute measured with three workers on two cores) where three
+  layouts each planned 556 (four and a half);
 - every `KEYBOARD_EVERY`-th TRAIN person and every other HOLDOUT one also fill one layout by
   keyboard alone (Tab, Shift+Tab, Space, arrows, Enter at the typist's own key timing, the
   person's own pauses);
