@@ -64,6 +64,7 @@ DATASETS = Path(os.environ.get("TELLTALE_DATASETS", REPO.parent / "shared" / "da
 GENERATORS = ("naive", "stealth", "factorial")
 FAST_GENERATORS = ("naive", "stealth")
 HOLDOUT_SEED_BASE = 100_000
+SPLITS = ("train", "holdout")
 MODEL_VERSION = "telltale-v5"
 MODEL_PATH = REPO / "scorer" / "models" / f"{MODEL_VERSION}.json"
 # The previous model, kept as the report's baseline row.
@@ -205,7 +206,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: int, redteam_bots: int,
            injections: int, workers: int, people: int = 0, steps: tuple[str, ...] = ("humans", "bots", "extra"),
-           splits: tuple[str, ...] = ("train", "holdout")) -> None:
+           splits: tuple[str, ...] = SPLITS) -> None:
     """Records every session into the work directory's server; resumable: a session already in
     the labels files is not recorded again (every reference derives from what the session is).
     `splits` ("train" alone: what cross-validation needs, without spending HOLDOUT) limits the
@@ -221,7 +222,7 @@ def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: 
         f"python3 scorer/quality/pipeline.py record --bots {bots} --mouse-bots {mouse_bots} "
         f"--fast-bots {fast_bots} --redteam-bots {redteam_bots} --injections {injections} "
         f"--concurrency {concurrency} --workers {workers}" + (f" --people {people}" if people else "")
-        + "".join(f" --split {split}" for split in splits if len(splits) == 1))
+        + (f" --split {splits[0]}" if len(splits) == 1 else ""))
     server = Server(work)
     pages = None
     try:
@@ -263,7 +264,7 @@ def record(work: Path, bots: int, mouse_bots: int, fast_bots: int, concurrency: 
 
 
 def record_people(work: Path, telltale: str, tracking: dict, workers: int, limit: int, replay, sources,
-                  splits: tuple[str, ...] = ("train", "holdout")) -> None:
+                  splits: tuple[str, ...] = SPLITS) -> None:
     """The people of the data sets replayed through XTEST (scorer/quality/replay)."""
     path = work / "labels-people.jsonl"
     done = {label["key"]: label for label in read_jsonl(path)}
@@ -313,7 +314,7 @@ def bot_runs(bots: int, mouse_bots: int, fast_bots: int) -> list[tuple[str, str,
 
 
 def record_bots(work: Path, server: Server, pages, tracking: dict, display, bots: int, mouse_bots: int,
-                fast_bots: int, concurrency: int, splits: tuple[str, ...] = ("train", "holdout")) -> None:
+                fast_bots: int, concurrency: int, splits: tuple[str, ...] = SPLITS) -> None:
     """The automation of bots.js, headed on its own display, on the same layouts and pages."""
     path = work / "labels-bots.jsonl"
     done = {label["reference"] for label in read_jsonl(path)}
@@ -363,7 +364,7 @@ def record_bots(work: Path, server: Server, pages, tracking: dict, display, bots
 
 
 def record_touch_people(work: Path, server: Server, pages, tracking: dict, display, concurrency: int,
-                        splits: tuple[str, ...] = ("train", "holdout")) -> None:
+                        splits: tuple[str, ...] = SPLITS) -> None:
     """People's touch on the phone layout: HOLDOUT and TRAIN HMOG people's recorded gestures and
     soft-keyboard typing, through DevTools touch input (replay/touch.py says why not the OS)."""
     from replay import touch
@@ -797,7 +798,7 @@ def main() -> None:
     if args.step in ("all", "record"):
         record(args.work, args.bots, args.mouse_bots, args.fast_bots, args.concurrency, args.redteam_bots,
                args.injections, args.workers, args.people, tuple(args.only or ("humans", "bots", "extra")),
-               tuple(args.split or ("train", "holdout")))
+               tuple(args.split or SPLITS))
     if args.step in ("all", "score"):
         score_recordings(args.work)
     if args.step in ("all", "train"):
