@@ -5,7 +5,7 @@
   "use strict";
   if (global.Telltale && global.Telltale.version) return;
 
-  var VERSION = "1.3.0";
+  var VERSION = "1.4.0";
   var MOVE_INTERVAL_MS = 16;      // coalesce pointer and touch moves to one per frame
   var FLUSH_INTERVAL_MS = 2000;   // send at least this often while events arrive
   var MAX_BATCH_EVENTS = 200;     // well under the collector's 1000 events per batch
@@ -17,6 +17,9 @@
   var MAX_EVENT_AGE_MS = 30 * 60 * 1000;
   var MIN_BACKOFF_MS = 1000;
   var MAX_BACKOFF_MS = 60000;
+  // The page's content is counted again at most this often after the page changes (questions
+  // that appear without a page load).
+  var CONTENT_RECOUNT_MS = 1000;
 
   var state = null;
 
@@ -80,9 +83,9 @@
     return 0;
   }
 
-  function push(type, data) {
+  function push(type, data, at) {
     if (!state || state.stopped) return;
-    var text = JSON.stringify({ type: type, timestamp: now(), data: data || {} });
+    var text = JSON.stringify({ type: type, timestamp: at || now(), data: data || {} });
     state.queue.push({ text: text, at: now() });
     state.queueBytes += text.length;
     state.produced += 1;
@@ -108,6 +111,7 @@
   // that waited past MAX_EVENT_AGE_MS are dropped first; the count of everything dropped so far
   // rides at the head of the batch as a `dropped` event.
   function takeBatch() {
+    queueDelivery();
     var old = 0;
     while (old < state.queue.length && now() - state.queue[old].at > MAX_EVENT_AGE_MS) old++;
     drop(old);
@@ -126,6 +130,24 @@
       state.queue.shift();
     }
     return { items: items, reported: reported, body: '{"events":[' + texts.join(",") + "]}" };
+  }
+
+  // How input reached the page since the last report (counts only; embed 1.4): mouse presses
+  // and those with no pressure (a mouse reports 0.5 while a button is down; input injected
+  // without a force, 0), mouse moves and those carrying several coalesced samples. Queued at
+  // the head just before a batch is taken, so a batch that is not delivered keeps it.
+  function queueDelivery() {
+    var d = state.delivery;
+    if (!d.mousePresses && !d.sampledMoves) return;
+    var text = JSON.stringify({ type: "delivery", timestamp: now(), data: d });
+    state.queue.unshift({ text: text, at: now() });
+    state.queueBytes += text.length;
+    state.produced += 1;
+    state.delivery = newDelivery();
+  }
+
+  function newDelivery() {
+    return { mousePresses: 0, zeroPressurePresses: 0, sampledMoves: 0, multiSampleMoves: 0 };
   }
 
   function delivered(batch) {
@@ -152,6 +174,8 @@
       try { l[0].removeEventListener(l[1], l[2], l[3]); } catch (e) { /* ignore */ }
     }
     state.listeners = [];
+    if (state.observer) { try { state.observer.disconnect(); } catch (e) { /* ignore */ } }
+    if (state.contentTimer) clearTimeout(state.contentTimer);
   }
 
   function flush(unloading) {
@@ -275,6 +299,10 @@
     var lastMove = 0;
     var lastTouchMove = 0;
     listen(document, "pointermove", function (e) {
+      if (e.pointerType === "mouse" && e.isTrusted && typeof e.getCoalescedEvents === "function") {
+        state.delivery.sampledMoves += 1;
+        if (e.getCoalescedEvents().length > 1) state.delivery.multiSampleMoves += 1;
+      }
       var t = now();
       if (t - lastMove < MOVE_INTERVAL_MS) return;
       lastMove = t;
@@ -286,6 +314,10 @@
         var data = { x: round(e.clientX), y: round(e.clientY), pointerType: e.pointerType || "mouse", trusted: e.isTrusted, button: e.button, target: targetKind(e.target) };
         var offset = type === "pointerdown" ? targetOffset(e.target, e.clientX, e.clientY) : null;
         if (offset) { data.dx = offset.dx; data.dy = offset.dy; }
+        if (type === "pointerdown" && e.pointerType === "mouse" && e.isTrusted && typeof e.pressure === "number") {
+          state.delivery.mousePresses += 1;
+          if (e.pressure === 0) state.delivery.zeroPressurePresses += 1;
+        }
         push(type, data);
       };
     };
@@ -368,6 +400,53 @@
     });
     listen(document, "submit", function () { push("submit", {}); flush(false); });
     listen(global, "pagehide", function () { push("pagehide", {}); flush(true); });
+  }
+
+  // ---- The page's content: counts only, never the text (embed 1.4) ------------------------------
+
+  // Words of visible text (runs of non-space characters outside scripts, styles and editable
+  // fields) and visible form controls: what the page asks a respondent to read and answer.
+  var SKIPPED = /^(SCRIPT|STYLE|NOSCRIPT|TEMPLATE|TEXTAREA)$/;
+  function countContent() {
+    var body = document.body;
+    if (!body) return null;
+    var words = 0;
+    var shown = function (el) {
+      return el.checkVisibility ? el.checkVisibility() : el.getClientRects().length > 0;
+    };
+    var walker = document.createTreeWalker(body, 4 /* text nodes */);
+    for (var text = walker.nextNode(); text; text = walker.nextNode()) {
+      var el = text.parentNode;
+      var found = text.nodeValue.match(/\S+/g);
+      if (found && el && !SKIPPED.test(el.tagName) && !el.isContentEditable && shown(el)) words += found.length;
+    }
+    var controls = 0;
+    var list = document.querySelectorAll("input:not([type=hidden]),select,textarea,button");
+    for (var i = 0; i < list.length; i++) if (shown(list[i])) controls += 1;
+    return { words: words, controls: controls };
+  }
+
+  // A `page` event at start and whenever the counts change after the page's content does
+  // (questions shown without a page load), counted at most once a CONTENT_RECOUNT_MS.
+  function sendContent() {
+    state.contentTimer = null;
+    var counts = countContent();
+    var last = state.content;
+    if (!counts || (last && last.words === counts.words && last.controls === counts.controls)) return;
+    state.content = counts;
+    // Stamped when the content changed, not when it was counted: a page view starts then.
+    push("page", counts, state.changedAt);
+    state.changedAt = 0;
+  }
+
+  function watchContent() {
+    if (typeof MutationObserver !== "function" || !document.body) return;
+    state.observer = new MutationObserver(function () {
+      if (state.stopped || state.contentTimer) return;
+      state.changedAt = now();
+      state.contentTimer = setTimeout(guarded(sendContent), CONTENT_RECOUNT_MS);
+    });
+    state.observer.observe(document.body, { childList: true, subtree: true, characterData: true, attributes: true, attributeFilter: ["hidden", "style", "class"] });
   }
 
   function sessionEvent(options) {
@@ -476,12 +555,17 @@
       state = {
         url: base + "/" + trackingKey + "/" + encodeURIComponent(sessionId),
         queue: [], queueBytes: 0, listeners: [], timer: null, inFlight: null, failures: 0, retryAt: 0,
-        stopped: false, automationStack: false, produced: 0, accepted: 0, dropped: 0
+        stopped: false, automationStack: false, produced: 0, accepted: 0, dropped: 0,
+        delivery: newDelivery(), content: null, contentTimer: null, changedAt: 0, observer: null
       };
       sessionEvent({ sessionId: sessionId, interviewId: options.interviewId ? String(options.interviewId) : undefined });
       attach();
       // Off the page's start-up path: a WebGL context costs a few milliseconds.
       setTimeout(guarded(sendEnvironment), 0);
+      // The content once the page has its first layout, then whenever it changes.
+      var counted = guarded(function () { sendContent(); watchContent(); });
+      if (document.readyState === "loading") listen(document, "DOMContentLoaded", counted);
+      else setTimeout(counted, 0);
       return true;
     } catch (e) {
       return false;

@@ -22,6 +22,7 @@ The model (telltale-v4 and later, docs/scoring.md):
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -183,6 +184,27 @@ def score(model: dict, features: dict) -> float:
     return percent_of(model, features, log_odds(model, features))
 
 
+# scorer/src/cohort.rs: a clustered session loses COHORT_PENALTY log-odds, no lower than the
+# bottom of review for a cluster of fewer than COHORT_LARGE sessions.
+COHORT_PENALTY = 4.0
+COHORT_LARGE = 20
+COHORT_REASON = re.compile(r"^(\d+) sessions in this survey move alike$")
+
+
+def cohort_adjusted(model: dict, percent: float, reasons: list[str]) -> float:
+    """`cohort::adjust`'s percent, for a server score whose first reason is a cluster's."""
+    found = COHORT_REASON.match(reasons[0]) if reasons else None
+    if not found:
+        return percent
+    cluster = int(found.group(1))
+    p = min(max(percent / 100.0, 1e-6), 1.0 - 1e-6)
+    z = math.log(p / (1.0 - p)) - COHORT_PENALTY
+    adjusted = math.floor(100.0 / (1.0 + math.exp(-z)) * 100.0 + 0.5) / 100.0
+    if cluster < COHORT_LARGE:
+        adjusted = max(adjusted, min(model.get("bands", BANDS)["review_from"], percent))
+    return adjusted
+
+
 def reasons(model: dict, features: dict, count: int = 3) -> list[str]:
     """`Score::reasons` described, as `Model::score` orders them."""
     z, effects = contributions(model, features)
@@ -248,6 +270,9 @@ TRANSPORT_TERMS = [
     ("unknown_embed", t("indicator"), -3.0),
     ("key_flight_cv", t("below", **{"from": 0.08, "scale": 0.03, "max": 2.0}), -3.0),
     ("press_centre_fraction", t("above", **{"from": 0.3, "scale": 0.35, "max": 2.0}), -1.5),
+    # Mouse presses reporting no pressure (embed 1.4): a mouse reports 0.5 while a button is down;
+    # a press injected through the DevTools protocol without a force, 0 (docs/scoring.md).
+    ("zero_pressure_presses", t("above", **{"from": 0.1, "scale": 0.2, "max": 2.0}), -3.0),
 ]
 
 # Fitted, with weights constrained to be negative: scripted input, one side only.

@@ -326,9 +326,11 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
     feature_rows = {f["reference"]: f for f in features if f["reference"] in labels}
     for reference, row in feature_rows.items():
         row["_too_little"] = fit.too_little_behaviour(model, row)
-    # The server's scores must be the formula model.py reimplements (the left-out fits use it).
+    # The server's scores must be the formula model.py reimplements (the left-out fits use it),
+    # with the cohort's adjustment where the run found a cluster (its reason comes first).
     mismatches = [s for s in scores if s["reference"] in feature_rows
-                  and abs(fit.score(model, feature_rows[s["reference"]]) - s["human_score_percent"]) > 0.011]
+                  and abs(fit.cohort_adjusted(model, fit.score(model, feature_rows[s["reference"]]),
+                                              list(s["reasons"])) - s["human_score_percent"]) > 0.011]
     if mismatches:
         raise SystemExit(f"{len(mismatches)} server scores differ from model.py's replica")
     reasons_of = {s["reference"]: list(s["reasons"]) for s in scores}

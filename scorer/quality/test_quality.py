@@ -374,6 +374,15 @@ class VariantTest(unittest.TestCase):
 
 
 class ModelTest(unittest.TestCase):
+    def test_the_cohorts_adjustment_is_the_rust_one(self):
+        # scorer/src/cohort/tests.rs pins the same figures on the Rust side.
+        bands = {"bands": {"review_from": 30.0, "human_from": 70.0}}
+        self.assertEqual(model.cohort_adjusted(bands, 95.0, ["41 sessions in this survey move alike"]), 25.82)
+        self.assertEqual(model.cohort_adjusted(bands, 95.0, ["9 sessions in this survey move alike"]), 30.0)
+        self.assertEqual(model.cohort_adjusted(bands, 20.0, ["9 sessions in this survey move alike"]), 20.0)
+        self.assertEqual(model.cohort_adjusted(bands, 95.0, ["webdriver=1 (-8.00)"]), 95.0)
+        self.assertEqual(model.cohort_adjusted(bands, 95.0, []), 95.0)
+
     def test_the_replica_scores_the_built_in_models_terms_like_the_rust_formula(self):
         v1 = json.loads((REPO / "scorer/models/telltale-v1.json").read_text())
         # Model::score on Features::unmeasured() is 50 (scorer/src/model/tests.rs).

@@ -8,6 +8,8 @@
 //! - [`kinematics`]: movement-level pointer features that hold across sampling rates, event
 //!   coalescing and screen scales (resampled velocity profiles, Fitts's law, pauses).
 //! - [`model`]: the versioned, explainable model file and the bands.
+//! - [`cohort`]: a run's sessions of one survey compared with each other: how many behave
+//!   alike, against how many would among people, and what a cluster does to a score.
 //! - [`scan`]: DataFusion over a survey's live `events` files, grouped into traces.
 //! - [`synthetic`]: generated human-like and automation-like sessions for tests and benchmarks.
 //! - [`tables`]: the rows a run publishes to the lake's `features` and `scores` tables.
@@ -17,6 +19,7 @@
 //! writes the lake through the `lake` and `query` crates and knows nothing of collection: a
 //! server hands it a [`run::Flusher`] to commit what its log holds before a run plans.
 
+pub mod cohort;
 pub mod evidence;
 pub mod features;
 pub mod kinematics;

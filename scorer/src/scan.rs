@@ -16,7 +16,8 @@ use futures::StreamExt;
 use query::LakeQuery;
 
 use crate::trace::{
-    Environment, KeyClass, Kind, NO_LAG, SessionTrace, TraceEvent, force_hundredths,
+    Delivery, Environment, KeyClass, Kind, NO_LAG, SessionTrace, TraceEvent, force_hundredths,
+    page_counts,
 };
 
 /// Columns of `events` the features read.
@@ -330,7 +331,17 @@ fn route_rows(
                 trace.add_environment(environment);
             }
         }
+        if kind == Kind::Delivery
+            && payload.is_valid(row)
+            && let Some(delivery) = Delivery::from_payload(payload.value(row))
+        {
+            trace.add_delivery(delivery);
+        }
+        let page = (kind == Kind::Page && payload.is_valid(row))
+            .then(|| page_counts(payload.value(row)))
+            .flatten();
         let amount = match kind {
+            Kind::Page => page.map_or(0.0, |(words, _)| words as f32),
             Kind::Input => int(length_delta, row).map_or(0.0, |v| v as f32),
             Kind::Paste => int(length, row).map_or(0.0, |v| v as f32),
             Kind::Wheel if dy.is_valid(row) => dy.value(row) as f32,
@@ -341,6 +352,10 @@ fn route_rows(
             Kind::TouchStart | Kind::TouchMove | Kind::TouchEnd => (
                 float(radius).unwrap_or(0.0) as f32,
                 float(force).map_or(0, force_hundredths),
+            ),
+            Kind::Page => (
+                0.0,
+                page.map_or(0, |(_, controls)| controls.min(u32::from(u16::MAX)) as u16),
             ),
             _ => (0.0, 0),
         };

@@ -10,7 +10,10 @@ use std::fmt::Write;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 
-use crate::trace::{Environment, KeyClass, Kind, SessionTrace, TraceEvent};
+use crate::cohort::COHORT_FEATURES;
+use crate::features::Features;
+use crate::model::Model;
+use crate::trace::{Delivery, Environment, KeyClass, Kind, SessionTrace, TraceEvent, page_counts};
 
 /// A deterministic generator (xoshiro256++, whose stream `rand_xoshiro` keeps stable), so
 /// sessions are reproducible from a seed; with the distributions the generators draw from.
@@ -293,6 +296,14 @@ pub fn trace(events: &[String]) -> Option<SessionTrace> {
         if kind == Kind::Session {
             trace.add_environment(Environment::from_session_payload(text)?);
         }
+        if kind == Kind::Delivery {
+            trace.add_delivery(Delivery::from_payload(text)?);
+        }
+        let page = if kind == Kind::Page {
+            Some(page_counts(text)?)
+        } else {
+            None
+        };
         let int = |name: &str| data[name].as_i64().map(|v| v as i32);
         let mut event = TraceEvent::new(value["timestamp"].as_i64()?, kind);
         event.x = int("x");
@@ -306,8 +317,12 @@ pub fn trace(events: &[String]) -> Option<SessionTrace> {
             Kind::Input => int("lengthDelta").unwrap_or(0) as f32,
             Kind::Paste => int("length").unwrap_or(0) as f32,
             Kind::Wheel => data["dy"].as_f64().unwrap_or(0.0) as f32,
+            Kind::Page => page.map_or(0.0, |(words, _)| words as f32),
             _ => 0.0,
         };
+        if let Some((_, controls)) = page {
+            event.force = controls.min(u32::from(u16::MAX)) as u16;
+        }
         if matches!(kind, Kind::TouchStart | Kind::TouchMove | Kind::TouchEnd) {
             event = event.contact(
                 data["radius"].as_f64().unwrap_or(0.0) as f32,
@@ -324,6 +339,96 @@ pub fn trace(events: &[String]) -> Option<SessionTrace> {
     }
     trace.finish();
     Some(trace)
+}
+
+// ---- Cohorts: feature vectors placed among people's ranges ------------------------------------
+
+/// The value of `feature` at people's percentile `p` (0-1), from the model's ranges.
+fn at_percentile(model: &Model, feature: &str, p: f64) -> f64 {
+    let range = model
+        .human_ranges
+        .iter()
+        .find(|r| r.feature == feature)
+        .expect("a range");
+    let q = &range.quantiles;
+    let position = p.clamp(0.0, 1.0) * (q.len() - 1) as f64;
+    let low = position.floor() as usize;
+    let high = (low + 1).min(q.len() - 1);
+    q[low] + (q[high] - q[low]) * (position - low as f64)
+}
+
+/// The pointer and keyboard features of [`COHORT_FEATURES`] (touch left unmeasured).
+fn desk_features() -> Vec<&'static str> {
+    COHORT_FEATURES
+        .iter()
+        .copied()
+        .filter(|name| !name.starts_with("tap_") && !name.starts_with("swipe_"))
+        .collect()
+}
+
+fn cohort_session(model: &Model, percentiles: &[(&str, f64)]) -> Features {
+    let mut f = Features::unmeasured();
+    let mut values = f.values();
+    for (name, p) in percentiles {
+        let index = Features::NAMES
+            .iter()
+            .position(|n| n == name)
+            .expect("a feature");
+        values[index] = at_percentile(model, name, *p);
+    }
+    f = Features::from_values(&values).expect("values");
+    f
+}
+
+/// Feature vectors of people for the cohort's tests and benchmark: whose features follow two traits of their own (speed and care, say) plus noise of
+/// their own on each feature: correlated axes, as a real cohort's are.
+pub fn cohort_people(model: &Model, n: usize, rng: &mut Rng) -> Vec<Features> {
+    let names = desk_features();
+    (0..n)
+        .map(|_| {
+            let (a, b) = (rng.normal(), rng.normal());
+            let percentiles: Vec<(&str, f64)> = names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let trait_part = if i % 2 == 0 { a } else { b };
+                    let z = 0.7 * trait_part + 0.7 * rng.normal();
+                    (*name, normal_cdf(z))
+                })
+                .collect();
+            cohort_session(model, &percentiles)
+        })
+        .collect()
+}
+
+/// Feature vectors of a farm for the cohort's tests and benchmark: one generator's settings, each session's medians a little off its centre.
+pub fn cohort_farm(model: &Model, n: usize, spread: f64, rng: &mut Rng) -> Vec<Features> {
+    let names = desk_features();
+    let centre: Vec<f64> = names.iter().map(|_| rng.range(0.2, 0.8)).collect();
+    (0..n)
+        .map(|_| {
+            let percentiles: Vec<(&str, f64)> = names
+                .iter()
+                .zip(&centre)
+                .map(|(name, c)| (*name, c + spread * rng.normal()))
+                .collect();
+            cohort_session(model, &percentiles)
+        })
+        .collect()
+}
+
+fn normal_cdf(z: f64) -> f64 {
+    // Abramowitz and Stegun 7.1.26: ample for generated data.
+    let t = 1.0 / (1.0 + 0.3275911 * z.abs() / std::f64::consts::SQRT_2);
+    let poly = t
+        * (0.254829592
+            + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    let erf = 1.0 - poly * (-(z * z) / 2.0).exp();
+    if z >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,10 @@ pub enum Kind {
     Session,
     /// The embed's environment tells (booleans), sent shortly after `session`.
     Environment,
+    /// How input reached the page since the last such event (counts, embed 1.4).
+    Delivery,
+    /// The page's content when it was shown or changed: visible words and controls (embed 1.4).
+    Page,
     PointerMove,
     PointerDown,
     PointerUp,
@@ -41,6 +45,8 @@ impl Kind {
         match value {
             "session" => Kind::Session,
             "environment" => Kind::Environment,
+            "delivery" => Kind::Delivery,
+            "page" => Kind::Page,
             "pointermove" | "mousemove" => Kind::PointerMove,
             "pointerdown" | "mousedown" => Kind::PointerDown,
             "pointerup" | "mouseup" => Kind::PointerUp,
@@ -147,12 +153,12 @@ pub struct TraceEvent {
     /// When the collector received the event, less `t` (ms, saturated to `i32`): how late its
     /// request arrived by the event's own clock. [`NO_LAG`] for an event without a timestamp.
     pub lag_ms: i32,
-    /// `input`: `lengthDelta`; `paste`: `length`; `wheel`: `dy`.
+    /// `input`: `lengthDelta`; `paste`: `length`; `wheel`: `dy`; `page`: `words`.
     pub amount: f32,
     /// Touch events: the contact's radius (CSS px), zero where the browser gives none.
     pub radius: f32,
     /// Touch events: the contact's force in hundredths (0-100 on most screens), zero where the
-    /// browser gives none.
+    /// browser gives none. `page`: `controls`, saturated.
     pub force: u16,
     pub kind: Kind,
     /// `data.trusted` (`Event.isTrusted`), when sent.
@@ -353,6 +359,76 @@ impl Environment {
     }
 }
 
+/// How a session's input reached its pages: the sum of its `delivery` events (embed 1.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Mouse presses (trusted `pointerdown` of a mouse).
+    pub mouse_presses: u32,
+    /// Of those, presses reporting a pressure of 0: a mouse reports 0.5 while a button is down;
+    /// input injected through the DevTools protocol without a force reports 0.
+    pub zero_pressure_presses: u32,
+    /// Trusted mouse moves whose coalesced samples the browser reports.
+    pub sampled_moves: u32,
+    /// Of those, moves carrying more than one coalesced sample: a device sampling faster than
+    /// the screen draws.
+    pub multi_sample_moves: u32,
+}
+
+impl Delivery {
+    /// Reads the `data` of a raw `delivery` event; `None` unless every count is a count and
+    /// no part exceeds its whole.
+    pub fn from_payload(payload: &str) -> Option<Delivery> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Counts {
+            mouse_presses: u32,
+            zero_pressure_presses: u32,
+            sampled_moves: u32,
+            multi_sample_moves: u32,
+        }
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            data: Counts,
+        }
+        let Raw { data } = serde_json::from_str(payload).ok()?;
+        (data.zero_pressure_presses <= data.mouse_presses
+            && data.multi_sample_moves <= data.sampled_moves)
+            .then_some(Delivery {
+                mouse_presses: data.mouse_presses,
+                zero_pressure_presses: data.zero_pressure_presses,
+                sampled_moves: data.sampled_moves,
+                multi_sample_moves: data.multi_sample_moves,
+            })
+    }
+
+    pub fn add(&mut self, other: Delivery) {
+        self.mouse_presses = self.mouse_presses.saturating_add(other.mouse_presses);
+        self.zero_pressure_presses = self
+            .zero_pressure_presses
+            .saturating_add(other.zero_pressure_presses);
+        self.sampled_moves = self.sampled_moves.saturating_add(other.sampled_moves);
+        self.multi_sample_moves = self
+            .multi_sample_moves
+            .saturating_add(other.multi_sample_moves);
+    }
+}
+
+/// A `page` event's counts: visible words and controls (embed 1.4); `None` unless both are
+/// counts.
+pub fn page_counts(payload: &str) -> Option<(u32, u32)> {
+    #[derive(serde::Deserialize)]
+    struct Counts {
+        words: u32,
+        controls: u32,
+    }
+    #[derive(serde::Deserialize)]
+    struct Raw {
+        data: Counts,
+    }
+    let Raw { data } = serde_json::from_str(payload).ok()?;
+    Some((data.words, data.controls))
+}
+
 /// Everything captured for one session (one reference), in time order once [`Self::finish`]
 /// has run.
 #[derive(Debug, Clone, Default)]
@@ -361,6 +437,8 @@ pub struct SessionTrace {
     /// Boxed: most of a scan's per-session slots never hold one, and a pass can hold a million
     /// sessions per scan partition.
     pub environment: Option<Box<Environment>>,
+    /// The sum of the session's `delivery` events; `None` when none arrived (embeds before 1.4).
+    pub delivery: Option<Box<Delivery>>,
 }
 
 impl SessionTrace {
@@ -375,7 +453,11 @@ impl SessionTrace {
         }
     }
 
-    /// Moves `other`'s events and environment into this trace.
+    pub fn add_delivery(&mut self, delivery: Delivery) {
+        self.delivery.get_or_insert_default().add(delivery);
+    }
+
+    /// Moves `other`'s events, environment and delivery counts into this trace.
     pub fn absorb(&mut self, other: SessionTrace) {
         if self.events.is_empty() {
             self.events = other.events;
@@ -384,6 +466,9 @@ impl SessionTrace {
         }
         if let Some(environment) = other.environment {
             self.add_environment(*environment);
+        }
+        if let Some(delivery) = other.delivery {
+            self.add_delivery(*delivery);
         }
     }
 

@@ -137,6 +137,9 @@ async function main() {
 
   const query = collectorUrl ? `&collector=${encodeURIComponent(collectorUrl)}` : "";
   await page.goto(`${BASE}/demo/${TRACKING_KEY}?response=${REFERENCE}${query}`);
+  // What the page shows as text by the browser's own account, to check the embed's count of
+  // visible words against (`page` events, embed 1.4).
+  const innerTextWords = await page.evaluate(() => (document.body.innerText.match(/\S+/g) || []).length);
   for (let i = 0; i < 40; i++) await page.mouse.move(120 + i * 9, 140 + i * 4, { steps: 2 });
   if (collector === "flaky") {
     // Several batches' worth of movement, so that refusals meet batches of every kind.
@@ -161,6 +164,13 @@ async function main() {
   // A click dispatched by the automation tool's own page script (untrusted, with its frames in
   // the call stack): the embed's `automationStack` tell.
   await page.evaluate(() => document.body.click());
+  // A press injected through the DevTools protocol without a force, as a client that does not
+  // set one sends it (Playwright since 1.53 sends 0.5, as a mouse does): the embed's count of
+  // presses without pressure (`delivery` events, embed 1.4).
+  const cdp = await context.newCDPSession(page);
+  for (const type of ["mousePressed", "mouseReleased"]) {
+    await cdp.send("Input.dispatchMouseEvent", { type, x: 4, y: 4, button: "left", clickCount: 1 });
+  }
   const finished = await page.isVisible("#done");
   const answers = await page.evaluate(() => ({
     experience: document.getElementById("experience").value,
@@ -207,9 +217,11 @@ async function main() {
   }
   for (const type of Object.keys(fields)) fields[type].sort();
   const environments = events.filter((event) => event.type === "environment").map((event) => event.data);
+  const deliveries = events.filter((event) => event.type === "delivery").map((event) => event.data);
+  const pages = events.filter((event) => event.type === "page").map((event) => event.data);
   console.log(
     JSON.stringify({
-      sentEvents: events.length, fields, environments, pageErrors, finished, answers, attempts, beaconTypes,
+      sentEvents: events.length, fields, environments, deliveries, pages, innerTextWords, pageErrors, finished, answers, attempts, beaconTypes,
       drained, refused, beaconEvents: beaconTypes.length,
     }),
   );

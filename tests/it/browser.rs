@@ -190,9 +190,81 @@ async fn a_real_browser_session_is_captured_and_its_answers_are_not() {
     assert_eq!(environments[0]["automationStack"], false, "{report}");
     assert_eq!(environments[1]["automationStack"], true, "{report}");
 
+    // How input reached the page (embed 1.4), counts only. Playwright's presses carry a mouse's
+    // 0.5 pressure; the one press the script sent through the DevTools protocol without a force
+    // carries none. Its moves come one per event, never with coalesced samples.
+    expect(
+        "delivery",
+        &[
+            "mousePresses",
+            "multiSampleMoves",
+            "sampledMoves",
+            "zeroPressurePresses",
+        ],
+    );
+    let total = |name: &str| -> u64 {
+        report["deliveries"]
+            .as_array()
+            .expect("deliveries")
+            .iter()
+            .map(|d| d[name].as_u64().expect("a count"))
+            .sum()
+    };
+    assert!(total("mousePresses") >= 6, "{report}");
+    assert_eq!(total("zeroPressurePresses"), 1, "{report}");
+    assert!(total("sampledMoves") >= 40, "{report}");
+    assert_eq!(total("multiSampleMoves"), 0, "{report}");
+
+    // The page's content (embed 1.4): visible words and controls, counted again when the
+    // survey shows its next page without a page load. The first count agrees with what the
+    // browser itself renders as text (`innerText`) within a tenth.
+    expect("page", &["controls", "words"]);
+    let pages = report["pages"].as_array().expect("pages");
+    // The demo's two pages of questions, then its thank-you with nothing to answer.
+    assert_eq!(pages.len(), 3, "{report}");
+    let words = pages[0]["words"].as_f64().expect("words");
+    let rendered = report["innerTextWords"].as_f64().expect("innerTextWords");
+    assert!(
+        (words - rendered).abs() <= rendered / 10.0,
+        "the embed counted {words} words, the browser renders {rendered}"
+    );
+    assert!(pages[0]["controls"].as_u64() > Some(0), "{report}");
+    assert!(pages[1]["controls"].as_u64() > Some(0), "{report}");
+    assert_eq!(pages[2]["controls"], 0, "{report}");
+
+    // The scorer reads both from the lake: the share of presses without pressure, the moves'
+    // samples, the three page views and the words shown on them.
+    let run = server.run_scoring_to_end(&key, &survey.survey_id).await;
+    assert_eq!(run["status"], "completed", "{run}");
+
     // Privacy: neither answer is anywhere under the data dir: not in the log or the catalog as
     // bytes, and not in any Parquet file as decoded rows.
     server.terminate_ok().await;
+    let features: Value = serde_json::from_str(
+        server
+            .cli_ok(&[
+                "sql",
+                &format!(
+                    "SELECT zero_pressure_presses, multi_sample_move_fraction, page_views, page_words \
+                     FROM features WHERE reference = '{reference}'"
+                ),
+                "--format",
+                "json",
+            ])
+            .trim(),
+    )
+    .expect("json");
+    let shown: f64 = pages.iter().filter_map(|p| p["words"].as_f64()).sum();
+    assert_eq!(
+        features,
+        json!([{
+            "zero_pressure_presses": 1.0 / total("mousePresses") as f64,
+            "multi_sample_move_fraction": 0.0,
+            "page_views": 3.0,
+            "page_words": shown,
+        }]),
+        "{report}"
+    );
     for file in files_under(server.data_dir()) {
         let bytes = std::fs::read(&file).expect("read");
         let text = String::from_utf8_lossy(&bytes);

@@ -7,6 +7,7 @@ mod stores;
 
 mod browser;
 mod cli;
+mod cohort;
 mod collector;
 mod context;
 mod deletion;

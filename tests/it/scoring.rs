@@ -31,8 +31,20 @@ pub(crate) async fn post_session_events(
     behaviour: Behaviour,
     seed: u64,
 ) -> (String, usize, Vec<String>) {
+    post_generated(server, survey, &format!("browser-{seed}"), behaviour, seed).await
+}
+
+/// Posts the synthetic session of `behaviour` and `seed` under a new reference, in batches of 40
+/// events, from a browser session `{prefix}-...`: the same seed posts the same behaviour again.
+pub(crate) async fn post_generated(
+    server: &TestServer,
+    survey: &Survey,
+    prefix: &str,
+    behaviour: Behaviour,
+    seed: u64,
+) -> (String, usize, Vec<String>) {
     let reference = new_uuid();
-    let identifier = format!("browser-{seed}-{}", &reference[..8]);
+    let identifier = format!("{prefix}-{}", &reference[..8]);
     let events = session(
         behaviour,
         &identifier,

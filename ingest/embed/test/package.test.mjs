@@ -30,8 +30,9 @@ test("it fails open: unusable options and a page without a DOM throw nothing", (
 
 test("the script stays within its size budget", () => {
   const script = readFileSync(new URL("../telltale.js", import.meta.url));
-  // Budgets with some room over today's 20.9 KB raw, 6.9 KB gzip, 5.9 KB brotli.
-  assert.ok(script.length <= 24 * 1024, `${script.length} bytes raw`);
-  assert.ok(gzipSync(script, { level: 9 }).length <= 8 * 1024, "gzip over 8 KiB");
-  assert.ok(brotliCompressSync(script).length <= 7 * 1024, "brotli over 7 KiB");
+  // Budgets with some room over today's 26.3 KiB raw, 8.6 KiB gzip, 7.4 KiB brotli (embed 1.4's
+  // delivery and content counts added 1.3 KiB gzip to 1.3's 7.3 KiB).
+  assert.ok(script.length <= 28 * 1024, `${script.length} bytes raw`);
+  assert.ok(gzipSync(script, { level: 9 }).length <= 9 * 1024, "gzip over 9 KiB");
+  assert.ok(brotliCompressSync(script).length <= 8 * 1024, "brotli over 8 KiB");
 });

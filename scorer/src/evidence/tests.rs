@@ -244,6 +244,7 @@ fn the_viewport_comes_from_what_the_embed_reported() {
             webdriver: Some(true),
             ..Environment::default()
         })),
+        delivery: None,
     };
     let timeline = timeline(&[batch(&[mv(0, 1, 1, "mouse")])], &trace).expect("timeline");
     assert_eq!(

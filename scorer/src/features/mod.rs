@@ -10,11 +10,15 @@
 //! - `touch`: taps, swipes and the contact's geometry.
 //! - `activity`: scrolling, focus and visibility.
 //! - `transport`: how the session's requests arrived, against the events' own clocks.
+//! - `channel`: how input reached the page (embed 1.4's `delivery` counts).
+//! - `content`: the pages' words against the time spent on them (embed 1.4's `page` events).
 //! - `stats`: the small statistics they share.
 
 use crate::trace::{Kind, SessionTrace};
 
 mod activity;
+mod channel;
+mod content;
 mod keys;
 mod pointer;
 mod stats;
@@ -218,10 +222,33 @@ features! {
     oversized_batch,
     /// 1 when the `session` event names no version the embed has had.
     unknown_embed,
+    /// Share of mouse presses reporting no pressure (embed 1.4): a mouse reports 0.5 while a
+    /// button is down, input injected without a force 0.
+    zero_pressure_presses,
+    /// Share of mouse moves carrying more than one coalesced sample (embed 1.4): a device
+    /// sampling faster than the screen draws; injected moves carry one each.
+    multi_sample_move_fraction,
+    /// Page views (embed 1.4's `page` events: a page shown or its content changed).
+    page_views,
+    /// Visible words over the page views.
+    page_words,
+    /// Median words a minute over page views of at least 20 words.
+    reading_wpm,
+    /// Share of those views whose words went by faster than anyone reads
+    /// ([`content::SKIM_LIMIT_WPM`]).
+    fast_page_fraction,
+    /// Spread of the log time to the first press or key across page views (3 or more).
+    first_action_log_sd,
+    /// Correlation across page views of the log time to the first press or key with the log
+    /// words shown: a reader's latency follows the page's length.
+    first_action_words_correlation,
+    /// Other sessions of the scoring run's survey that behave alike with this one
+    /// ([`crate::cohort`]); set by the run, unmeasured for a session too sparse to place.
+    cohort_alike,
 }
 
 /// Every `embedVersion` the official embed has sent.
-const EMBED_VERSIONS: &[&str] = &["1.0.0", "1.1.0", "1.2.0", "1.3.0"];
+const EMBED_VERSIONS: &[&str] = &["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"];
 
 /// Computes the features of a finished (time-ordered) trace.
 pub fn compute(trace: &SessionTrace) -> Features {
@@ -256,6 +283,8 @@ pub fn compute(trace: &SessionTrace) -> Features {
     f.focus_switches = count(events, |e| matches!(e.kind, Kind::Focus | Kind::Blur));
     f.hidden_switches = count(events, |e| e.kind == Kind::Visibility && e.hidden);
     transport::transport(events, &mut f);
+    channel::channel(trace.delivery.as_deref(), &mut f);
+    content::content(events, &mut f);
     f
 }
 

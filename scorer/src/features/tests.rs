@@ -18,6 +18,7 @@ fn trace(events: Vec<TraceEvent>) -> SessionTrace {
     let mut trace = SessionTrace {
         events,
         environment: Some(Box::default()),
+        delivery: None,
     };
     trace.finish();
     trace
@@ -510,6 +511,90 @@ fn the_embed_versions_the_embed_has_sent() {
     };
     close(with_version(Some("1.2.0")), 0.0);
     close(with_version(Some("1.3.0")), 0.0);
+    close(with_version(Some("1.4.0")), 0.0);
     close(with_version(Some("9.9.9")), 1.0);
     close(with_version(None), 1.0);
+}
+
+#[test]
+fn delivery_counts_become_shares_and_stay_unmeasured_without_them() {
+    use crate::trace::Delivery;
+    let f = compute(&trace(vec![mv(0, 0, 0)]));
+    assert!(f.zero_pressure_presses.is_nan() && f.multi_sample_move_fraction.is_nan());
+    let mut t = trace(vec![mv(0, 0, 0)]);
+    // Two reports, summed: 1 of 4 presses without pressure, 30 of 40 moves with samples.
+    for payload in [
+        r#"{"type":"delivery","timestamp":1,"data":{"mousePresses":3,"zeroPressurePresses":1,"sampledMoves":10,"multiSampleMoves":0}}"#,
+        r#"{"type":"delivery","timestamp":2,"data":{"mousePresses":1,"zeroPressurePresses":0,"sampledMoves":30,"multiSampleMoves":30}}"#,
+    ] {
+        t.add_delivery(Delivery::from_payload(payload).expect("counts"));
+    }
+    let f = compute(&t);
+    close(f.zero_pressure_presses, 0.25);
+    close(f.multi_sample_move_fraction, 0.75);
+    // A report whose part exceeds its whole, or whose counts are not counts, is not read.
+    for bad in [
+        r#"{"data":{"mousePresses":1,"zeroPressurePresses":2,"sampledMoves":0,"multiSampleMoves":0}}"#,
+        r#"{"data":{"mousePresses":-1,"zeroPressurePresses":0,"sampledMoves":0,"multiSampleMoves":0}}"#,
+        r#"{"data":{"mousePresses":"1"}}"#,
+        r#"[1]"#,
+    ] {
+        assert_eq!(Delivery::from_payload(bad), None, "{bad}");
+    }
+}
+
+/// A `page` event showing `words`.
+fn page(t: i64, words: f32) -> TraceEvent {
+    TraceEvent::new(t, Kind::Page).amount(words)
+}
+
+fn press(t: i64) -> TraceEvent {
+    TraceEvent::new(t, Kind::PointerDown).at(0, 0).trusted(true)
+}
+
+#[test]
+fn reading_speed_over_page_views() {
+    // 100 words read for 30 s (200 words a minute), then 200 words gone by in 3 s (4000).
+    let f = compute(&trace(vec![
+        TraceEvent::new(0, Kind::Session),
+        page(0, 100.0),
+        press(20_000),
+        page(30_000, 200.0),
+        press(32_000),
+        TraceEvent::new(33_000, Kind::PageHide),
+    ]));
+    close(f.page_views, 2.0);
+    close(f.page_words, 300.0);
+    close(f.reading_wpm, 0.5 * (200.0 + 4000.0));
+    close(f.fast_page_fraction, 0.5);
+    // Too few views for the latency's spread and correlation.
+    assert!(f.first_action_log_sd.is_nan() && f.first_action_words_correlation.is_nan());
+    // A page of few words says nothing of reading; no `page` event, nothing at all.
+    let f = compute(&trace(vec![page(0, 5.0), press(100), mv(200, 0, 0)]));
+    assert!(f.reading_wpm.is_nan() && f.fast_page_fraction.is_nan());
+    let f = compute(&trace(vec![press(0), mv(10, 0, 0)]));
+    assert!(f.page_views.is_nan() && f.page_words.is_nan());
+}
+
+#[test]
+fn first_action_latency_follows_the_words_of_a_reader_not_of_a_clock() {
+    let pages = [20.0, 60.0, 150.0, 40.0, 300.0];
+    let session = |latency: &dyn Fn(f32) -> i64| {
+        let mut events = vec![TraceEvent::new(0, Kind::Session)];
+        let mut t = 0;
+        for words in pages {
+            events.push(page(t, words));
+            events.push(press(t + latency(words)));
+            t += latency(words) + 1_000;
+        }
+        compute(&trace(events))
+    };
+    // A reader: about 250 ms a word, plus a second to answer.
+    let reader = session(&|words| 1_000 + (words * 250.0) as i64);
+    assert!(reader.first_action_words_correlation > 0.9);
+    assert!(reader.first_action_log_sd > 0.5);
+    // A clock: 4 s on every page whatever it says.
+    let clock = session(&|_| 4_000);
+    close(clock.first_action_log_sd, 0.0);
+    assert!(clock.first_action_words_correlation.is_nan());
 }

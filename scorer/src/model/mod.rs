@@ -132,6 +132,9 @@ pub enum Reason {
     /// The session showed too little of every modality that can decide: the amounts, in the
     /// model's `evidence` order, with their labels.
     TooLittleBehaviour(Vec<(String, f64)>),
+    /// The scoring run found this many other sessions of the survey alike with this one, far
+    /// more than people would be ([`crate::cohort`]).
+    Cohort(u32),
 }
 
 impl Reason {
@@ -146,6 +149,12 @@ impl Reason {
                     .collect();
                 format!("too little behaviour: {}", parts.join(", "))
             }
+            Reason::Cohort(alike) => {
+                format!(
+                    "{} sessions in this survey move alike",
+                    u64::from(*alike) + 1
+                )
+            }
         }
     }
 
@@ -153,7 +162,7 @@ impl Reason {
     pub fn contribution(&self) -> Option<&Contribution> {
         match self {
             Reason::Feature(contribution) => Some(contribution),
-            Reason::TooLittleBehaviour(_) => None,
+            Reason::TooLittleBehaviour(_) | Reason::Cohort(_) => None,
         }
     }
 }

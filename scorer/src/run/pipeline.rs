@@ -10,9 +10,9 @@ use lake::TableKind;
 use parking_lot::Mutex;
 use rayon::prelude::*;
 
-use super::plan::PlannedSession;
 use super::{RunError, Scorer, Stop};
-use crate::features;
+use crate::cohort::{self, Standing};
+use crate::features::{self, Features};
 use crate::model::Model;
 use crate::scan::{ScanTarget, scan_traces};
 use crate::tables::ScoredSession;
@@ -102,11 +102,21 @@ impl Scorer {
             };
             let (traces, scanning) = self.overlapped(&mut pipeline, &mut phases, scan).await?;
             phases.scan += scanning;
-            let mut work: Vec<(&PlannedSession, SessionTrace)> =
-                pass.iter().copied().zip(traces).collect();
-            while !work.is_empty() {
-                let rest = work.split_off(work.len().min(self.settings.chunk_sessions));
-                let chunk = std::mem::replace(&mut work, rest);
+            let work: Vec<(String, SessionTrace)> = pass
+                .iter()
+                .map(|session| session.reference.clone())
+                .zip(traces)
+                .collect();
+            // The pass's features first, and its cohort (every session of the pass compared
+            // with the others), before any of its scores: a score needs its cohort.
+            let featurize = featurize(self.model.clone(), work);
+            let (mut featured, computing) = self
+                .overlapped(&mut pipeline, &mut phases, featurize)
+                .await?;
+            phases.features += computing;
+            while !featured.is_empty() {
+                let rest = featured.split_off(featured.len().min(self.settings.chunk_sessions));
+                let chunk = std::mem::replace(&mut featured, rest);
                 sequence += 1;
                 let compute = self.compute(chunk, sequence);
                 let (computed, computing) =
@@ -175,17 +185,9 @@ impl Scorer {
         Ok((output?, took))
     }
 
-    /// Features and scores of one step's sessions.
-    async fn compute(
-        &self,
-        chunk: Vec<(&PlannedSession, SessionTrace)>,
-        sequence: usize,
-    ) -> Result<Computed, Stop> {
-        let owned: Vec<(String, SessionTrace)> = chunk
-            .into_iter()
-            .map(|(session, trace)| (session.reference.clone(), trace))
-            .collect();
-        let results = score_sessions(self.model.clone(), owned).await?;
+    /// Scores of one step's sessions, from their features and standings.
+    async fn compute(&self, chunk: Vec<Featured>, sequence: usize) -> Result<Computed, Stop> {
+        let results = score_sessions(self.model.clone(), chunk).await?;
         let mut computed = Computed {
             scored: Vec::new(),
             failures: Vec::new(),
@@ -201,29 +203,74 @@ impl Scorer {
     }
 }
 
-/// Computes features and scores on rayon's pool, off the async runtime.
-async fn score_sessions(
+/// A session's features and its standing in the cohort, or why it has none.
+type Featured = Result<(String, Features, Option<Standing>), ScoringFailure>;
+
+/// Features of a pass's sessions and their cohort, on rayon's pool, off the async runtime.
+async fn featurize(
     model: Arc<Model>,
     sessions: Vec<(String, SessionTrace)>,
+) -> Result<Vec<Featured>, Stop> {
+    on_pool(move || {
+        let computed: Vec<Result<(String, Features), ScoringFailure>> = sessions
+            .into_par_iter()
+            .map(|(reference, trace)| features_of(reference, trace))
+            .collect();
+        let placed: Vec<&Features> = computed
+            .iter()
+            .filter_map(|result| result.as_ref().ok().map(|(_, features)| features))
+            .collect();
+        let mut standings = cohort::standings(&model, &placed).into_iter();
+        computed
+            .into_iter()
+            .map(|result| {
+                result.map(|(reference, mut features)| {
+                    let standing = standings.next().flatten();
+                    features.cohort_alike = standing.map_or(f64::NAN, |s| f64::from(s.alike));
+                    (reference, features, standing)
+                })
+            })
+            .collect()
+    })
+    .await
+}
+
+/// Scores from features and standings, on rayon's pool.
+async fn score_sessions(
+    model: Arc<Model>,
+    sessions: Vec<Featured>,
 ) -> Result<Vec<Result<ScoredSession, ScoringFailure>>, Stop> {
+    on_pool(move || {
+        sessions
+            .into_par_iter()
+            .map(|featured| {
+                let (reference, features, standing) = featured?;
+                let score = cohort::adjust(&model, model.score(&features), standing);
+                Ok(ScoredSession {
+                    reference,
+                    features,
+                    score,
+                })
+            })
+            .collect()
+    })
+    .await
+}
+
+async fn on_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, Stop> {
     let (sender, receiver) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {
-        let results: Vec<_> = sessions
-            .into_par_iter()
-            .map(|(reference, trace)| score_one(&model, reference, trace))
-            .collect();
-        let _ = sender.send(results);
+        let _ = sender.send(work());
     });
     receiver
         .await
         .map_err(|_| Stop::Failed(RunError::PoolStopped))
 }
 
-fn score_one(
-    model: &Model,
+fn features_of(
     reference: String,
     mut trace: SessionTrace,
-) -> Result<ScoredSession, ScoringFailure> {
+) -> Result<(String, Features), ScoringFailure> {
     if trace.events.is_empty() {
         return Err(ScoringFailure {
             session_id: reference,
@@ -234,16 +281,10 @@ fn score_one(
     // A bug in one session's features must not take the run down with it.
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         trace.finish();
-        let features = features::compute(&trace);
-        let score = model.score(&features);
-        (features, score)
+        features::compute(&trace)
     }));
     match outcome {
-        Ok((features, score)) => Ok(ScoredSession {
-            reference,
-            features,
-            score,
-        }),
+        Ok(features) => Ok((reference, features)),
         Err(_) => Err(ScoringFailure {
             session_id: reference,
             code: Some("internal".to_owned()),

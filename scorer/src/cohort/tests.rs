@@ -1,0 +1,107 @@
+use super::*;
+use crate::synthetic::{Rng, cohort_farm, cohort_people};
+
+#[test]
+fn a_farm_among_people_is_found_and_the_people_are_not() {
+    let model = Model::default_model().expect("model");
+    let mut rng = Rng::new(7);
+    let mut all = cohort_people(&model, 600, &mut rng);
+    // Repeat visits: the first 30 people come back, a little different.
+    let repeats: Vec<Features> = all[..30]
+        .iter()
+        .map(|f| {
+            let mut values = f.values();
+            for v in values.iter_mut().filter(|v| !v.is_nan()) {
+                *v *= 1.0 + 0.02 * rng.normal();
+            }
+            Features::from_values(&values).expect("values")
+        })
+        .collect();
+    all.extend(repeats);
+    let people_count = all.len();
+    all.extend(cohort_farm(&model, 25, 0.01, &mut rng));
+    let refs: Vec<&Features> = all.iter().collect();
+    let standings = standings(&model, &refs);
+    let clustered = |range: std::ops::Range<usize>| {
+        standings[range]
+            .iter()
+            .filter(|s| s.expect("placed").clustered())
+            .count()
+    };
+    let people_flagged = clustered(0..people_count);
+    assert!(
+        people_flagged * 100 <= people_count,
+        "{people_flagged} of {people_count} people clustered"
+    );
+    assert_eq!(clustered(people_count..all.len()), 25, "{standings:?}");
+    let farm_alike: Vec<u32> = standings[people_count..]
+        .iter()
+        .map(|s| s.expect("placed").alike)
+        .collect();
+    let people_max = standings[..people_count]
+        .iter()
+        .map(|s| s.expect("placed").alike)
+        .max();
+    // Measured with these seeds: the farm's sessions have 7-21 alike each, people none.
+    assert!(farm_alike.iter().all(|&a| a >= MIN_ALIKE), "{farm_alike:?}");
+    assert!(people_max <= Some(2), "{people_max:?}");
+}
+
+#[test]
+fn sparse_sessions_and_models_without_ranges_place_nobody() {
+    let model = Model::default_model().expect("model");
+    let mut values = Features::unmeasured().values();
+    values[0] = 1.0;
+    values[Features::NAMES.len() - 1] = 2.0;
+    let sparse = Features::from_values(&values).expect("values");
+    assert_eq!(standings(&model, &[&sparse, &sparse]), vec![None, None]);
+    let v1 = Model::from_json(include_str!("../../models/telltale-v1.json")).expect("v1");
+    let mut rng = Rng::new(1);
+    let farm = cohort_farm(&model, 10, 0.0, &mut rng);
+    let refs: Vec<&Features> = farm.iter().collect();
+    assert!(standings(&v1, &refs).iter().all(Option::is_none));
+}
+
+#[test]
+fn a_cluster_lowers_a_score_with_a_reason_and_a_small_one_only_to_review() {
+    let model = Model::default_model().expect("model");
+    let human = Score {
+        human_score_percent: 95.0,
+        band: model.band(95.0),
+        reasons: Vec::new(),
+    };
+    let small = Standing {
+        alike: 8,
+        expected: 0.01,
+    };
+    let adjusted = adjust(&model, human.clone(), Some(small));
+    assert_eq!(adjusted.band, "review");
+    assert!((adjusted.human_score_percent - model.bands.review_from).abs() < 1e-9);
+    assert_eq!(
+        adjusted.reasons[0].describe(),
+        "9 sessions in this survey move alike"
+    );
+    // Large: below review on its own.
+    let large = Standing {
+        alike: 40,
+        expected: 0.5,
+    };
+    let adjusted = adjust(&model, human.clone(), Some(large));
+    assert_eq!(adjusted.band, "automation-like", "{adjusted:?}");
+    // The figure scorer/quality/test_quality.py pins for model.py's replica.
+    assert_eq!(adjusted.human_score_percent, 25.82);
+    // Not a cluster: too few alike, or no more than chance; nothing changes.
+    for standing in [
+        Standing {
+            alike: 3,
+            expected: 0.0,
+        },
+        Standing {
+            alike: 50,
+            expected: 10.0,
+        },
+    ] {
+        assert_eq!(adjust(&model, human.clone(), Some(standing)), human);
+    }
+    assert_eq!(adjust(&model, human.clone(), None), human);
+}
