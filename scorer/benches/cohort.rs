@@ -35,11 +35,21 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(30));
     for (name, sessions) in [("people and farms", &mixed), ("one farm", &one_farm)] {
         let refs: Vec<&Features> = sessions.iter().collect();
-        let clustered = cohort::standings(&model, &refs)
-            .iter()
-            .filter(|s| s.is_some_and(|s| s.clustered()))
-            .count();
-        println!("{name}: {clustered} of {} sessions clustered", refs.len());
+        let standings = cohort::standings(&model, &refs);
+        let clustered = |range: std::ops::Range<usize>| {
+            standings[range]
+                .iter()
+                .filter(|s| s.is_some_and(|s| s.clustered()))
+                .count()
+        };
+        // The mix's farms are its last 1,000 sessions.
+        let farms = if name == "one farm" { 0 } else { 1_000 };
+        println!(
+            "{name}: clustered {} of {} people, {} of {farms} farm sessions",
+            clustered(0..refs.len() - farms),
+            refs.len() - farms,
+            clustered(refs.len() - farms..refs.len()),
+        );
         group.bench_function(name, |b| {
             b.iter(|| black_box(cohort::standings(&model, black_box(&refs))))
         });

@@ -21,10 +21,11 @@
 //!   named reason (`41 sessions in this survey move alike`) and, for a cluster of fewer than
 //!   [`LARGE_CLUSTER`] sessions, goes no lower than `review` on that account alone.
 //!
-//! Work: sessions are grouped by the features they measured and, within a group, swept in the
-//! order of the axis that spreads them most; each session checks at most [`MAX_CHECKS`]
-//! neighbours on that axis (its count is then a lower bound), so a run does O(n log n) sorting
-//! and at most `n · MAX_CHECKS` comparisons, on rayon's pool.
+//! Work: sessions are grouped by the features they measured and, within a group, put on a grid
+//! of cells [`RADIUS`] wide over the two axes that spread them most, so a session's alike ones
+//! are in its cell or the eight around it; each session checks at most [`MAX_CHECKS`] of those
+//! (its count is then a lower bound), so a run does O(n log n) sorting and binary searches and
+//! at most `n · MAX_CHECKS` comparisons, on rayon's pool.
 
 use std::collections::HashMap;
 
@@ -69,7 +70,7 @@ pub const SURPRISE: f64 = 20.0;
 pub const LARGE_CLUSTER: u32 = 20;
 /// The log-odds a clustered session loses.
 pub const PENALTY: f64 = 4.0;
-/// Neighbours along the sweep axis checked per session.
+/// Sessions in the cells around a session checked per session.
 pub const MAX_CHECKS: usize = 1024;
 
 /// A session's place in its cohort.
@@ -122,11 +123,16 @@ pub fn standings(model: &Model, features: &[&Features]) -> Vec<Option<Standing>>
     if ranges.iter().all(Option::is_none) {
         return vec![None; features.len()];
     }
+    let indexes: Vec<Option<usize>> = COHORT_FEATURES
+        .iter()
+        .map(|name| Features::NAMES.iter().position(|n| n == name))
+        .collect();
     let points: Vec<f32> = features
         .par_iter()
         .flat_map_iter(|f| {
-            COHORT_FEATURES.iter().zip(&ranges).map(|(name, range)| {
-                let value = f.get(name).unwrap_or(f64::NAN);
+            let values = f.values();
+            indexes.iter().zip(&ranges).map(move |(index, range)| {
+                let value = index.map_or(f64::NAN, |index| values[index]);
                 range
                     .and_then(|r| r.percentile(value))
                     .map_or(f32::NAN, |p| (p / 100.0) as f32)
@@ -170,43 +176,54 @@ fn group_standings(space: &Space, mask: u32, members: &[usize]) -> Vec<(usize, S
         // Less the session itself.
         (high - low).saturating_sub(1) as f64 / (n - 1).max(1) as f64
     };
-    // Sweep along the axis whose windows hold the fewest sessions on average.
+    // A grid over the two axes whose windows hold the fewest sessions on average, in cells of
+    // RADIUS: a session's alike ones are in its cell or the eight around it.
     let crowding: Vec<f64> = (0..axes.len())
         .map(|axis| sorted[axis].iter().map(|&v| share(axis, v)).sum::<f64>())
         .collect();
-    let sweep = (0..axes.len())
-        .min_by(|&a, &b| crowding[a].total_cmp(&crowding[b]))
-        .unwrap_or(0);
-    let sweep_dim = axes[sweep];
-    let mut order: Vec<usize> = members.to_vec();
-    order.sort_by(|&a, &b| space.point(a)[sweep_dim].total_cmp(&space.point(b)[sweep_dim]));
-    order
+    let mut by_crowding: Vec<usize> = (0..axes.len()).collect();
+    by_crowding.sort_by(|&a, &b| crowding[a].total_cmp(&crowding[b]));
+    let (first, second) = (axes[by_crowding[0]], axes[by_crowding[1]]);
+    let cell = |i: usize| -> (i32, i32) {
+        let point = space.point(i);
+        let at = |v: f32| (v / RADIUS).floor() as i32;
+        (at(point[first]), at(point[second]))
+    };
+    let mut grid: HashMap<(i32, i32), Vec<usize>> = HashMap::new();
+    for &i in members {
+        grid.entry(cell(i)).or_default().push(i);
+    }
+    const AROUND: [(i32, i32); 9] = [
+        (0, 0),
+        (-1, -1),
+        (-1, 0),
+        (-1, 1),
+        (0, -1),
+        (0, 1),
+        (1, -1),
+        (1, 0),
+        (1, 1),
+    ];
+    members
         .par_iter()
-        .enumerate()
-        .map(|(position, &i)| {
+        .map(|&i| {
             let here = space.point(i);
             let alike_with = |j: usize| {
                 let there = space.point(j);
                 axes.iter().all(|&d| (here[d] - there[d]).abs() <= RADIUS)
             };
-            let within =
-                |j: &&usize| (space.point(**j)[sweep_dim] - here[sweep_dim]).abs() <= RADIUS;
-            let right = order[position + 1..]
+            let (a, b) = cell(i);
+            let alike = AROUND
                 .iter()
-                .take_while(within)
-                .take(MAX_CHECKS / 2)
-                .filter(|&&j| alike_with(j))
-                .count();
-            let left = order[..position]
-                .iter()
-                .rev()
-                .take_while(within)
-                .take(MAX_CHECKS / 2)
+                .filter_map(|(da, db)| grid.get(&(a + da, b + db)))
+                .flatten()
+                .filter(|&&j| j != i)
+                .take(MAX_CHECKS)
                 .filter(|&&j| alike_with(j))
                 .count();
             let chance: f64 = (0..axes.len()).map(|a| share(a, here[axes[a]])).product();
             let standing = Standing {
-                alike: u32::try_from(left + right).unwrap_or(u32::MAX),
+                alike: u32::try_from(alike).unwrap_or(u32::MAX),
                 expected: chance * (n - 1) as f64,
             };
             (i, standing)
