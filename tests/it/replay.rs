@@ -69,8 +69,10 @@ async fn a_replayed_person_and_its_automation_twin_differ_only_in_movement_and_t
     let run = server.run_scoring_to_end(&key, &survey.survey_id).await;
     assert_eq!(run["status"], "completed", "{run}");
     let events = duckdb_query(&format!(
-        "SELECT reference, {}, x, y, payload FROM read_parquet('{}/events/survey_id=*/**/*.parquet') \
-         ORDER BY event_time, received_at",
+        // Events of one millisecond keep the order they were sent in: their place in the file.
+        "SELECT reference, {}, x, y, payload FROM read_parquet('{}/events/survey_id=*/**/*.parquet', \
+         filename = true, file_row_number = true) \
+         ORDER BY event_time, received_at, filename, file_row_number",
         WHAT.join(", "),
         server.lake_dir().display()
     ));
@@ -117,7 +119,9 @@ async fn a_replayed_person_and_its_automation_twin_differ_only_in_movement_and_t
     // path and the smooth scroll); key releases come in another order when a person's keys
     // overlap, so they are compared as a multiset; a `resize` is the window system settling
     // the new window, in either session or neither; the page's end (`pagehide`, `visibility`)
-    // is the browser closing, in whichever order its teardown runs (CI saw both orders).
+    // is the browser closing, in whichever order its teardown runs (CI saw both orders); the
+    // embed's counts (`delivery` at the head of each batch, `page` a second after the content
+    // changed) fall where its timers do, and are compared below.
     let discrete = |rows: &[&Value]| -> Vec<Vec<Value>> {
         rows.iter()
             .filter(|row| {
@@ -132,6 +136,8 @@ async fn a_replayed_person_and_its_automation_twin_differ_only_in_movement_and_t
                             | "environment"
                             | "pagehide"
                             | "visibility"
+                            | "delivery"
+                            | "page"
                     )
                 )
             })
@@ -152,6 +158,38 @@ async fn a_replayed_person_and_its_automation_twin_differ_only_in_movement_and_t
         counts
     };
     assert_eq!(releases(&person_events), releases(&twin_events));
+    // Embed 1.4's counts. The page showed the same content to both (as a set: when a recount
+    // falls is the embed's timer), and every press of both came through the operating system
+    // with a mouse's pressure.
+    let data = |rows: &[&Value], kind: &str| -> Vec<Value> {
+        rows.iter()
+            .filter(|row| row["type"] == kind)
+            .map(|row| {
+                let payload: Value =
+                    serde_json::from_str(row["payload"].as_str().expect("payload")).expect("JSON");
+                payload["data"].clone()
+            })
+            .collect()
+    };
+    let contents = |rows: &[&Value]| -> Vec<String> {
+        let mut seen: Vec<String> = data(rows, "page").iter().map(Value::to_string).collect();
+        seen.sort();
+        seen.dedup();
+        seen
+    };
+    assert!(!contents(&person_events).is_empty());
+    assert_eq!(contents(&person_events), contents(&twin_events));
+    for rows in [&person_events, &twin_events] {
+        let counts = data(rows, "delivery");
+        let total = |name: &str| {
+            counts
+                .iter()
+                .map(|d| d[name].as_u64().expect("a count"))
+                .sum::<u64>()
+        };
+        assert!(total("mousePresses") > 0, "{counts:?}");
+        assert_eq!(total("zeroPressurePresses"), 0, "{counts:?}");
+    }
     // The movement went through the operating system in both: trusted mouse events.
     for rows in [&person_events, &twin_events] {
         let moves: Vec<_> = rows
