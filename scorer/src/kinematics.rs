@@ -379,7 +379,9 @@ fn submovements(speeds: &[f64], peak: f64) -> f64 {
 }
 
 /// Least-squares slope of `y` over `x`, and their correlation.
-fn regression(points: &[(f64, f64)]) -> (f64, f64) {
+/// Least squares slope of `y` on `x` and Pearson's correlation; `NaN` for both when either
+/// side does not vary.
+pub(crate) fn regression(points: &[(f64, f64)]) -> (f64, f64) {
     let n = points.len() as f64;
     let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
     let my = points.iter().map(|p| p.1).sum::<f64>() / n;
@@ -392,7 +394,7 @@ fn regression(points: &[(f64, f64)]) -> (f64, f64) {
     (sxy / sxx, sxy / (sxx * syy).sqrt())
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }

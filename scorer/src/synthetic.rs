@@ -344,17 +344,14 @@ pub fn trace(events: &[String]) -> Option<SessionTrace> {
 // ---- Cohorts: feature vectors placed among people's ranges ------------------------------------
 
 /// The value of `feature` at people's percentile `p` (0-1), from the model's ranges.
-fn at_percentile(model: &Model, feature: &str, p: f64) -> f64 {
-    let range = model
-        .human_ranges
-        .iter()
-        .find(|r| r.feature == feature)
-        .expect("a range");
+fn at_percentile(model: &Model, feature: &str, p: f64) -> Option<f64> {
+    let range = model.human_ranges.iter().find(|r| r.feature == feature)?;
     let q = &range.quantiles;
-    let position = p.clamp(0.0, 1.0) * (q.len() - 1) as f64;
+    let last = q.len().checked_sub(1)?;
+    let position = p.clamp(0.0, 1.0) * last as f64;
     let low = position.floor() as usize;
-    let high = (low + 1).min(q.len() - 1);
-    q[low] + (q[high] - q[low]) * (position - low as f64)
+    let high = (low + 1).min(last);
+    Some(q[low] + (q[high] - q[low]) * (position - low as f64))
 }
 
 /// The pointer and keyboard features of [`COHORT_FEATURES`] (touch left unmeasured).
@@ -366,22 +363,21 @@ fn desk_features() -> Vec<&'static str> {
         .collect()
 }
 
+/// A session measuring only `percentiles` (a feature the model has no range for stays
+/// unmeasured).
 fn cohort_session(model: &Model, percentiles: &[(&str, f64)]) -> Features {
     let mut f = Features::unmeasured();
-    let mut values = f.values();
     for (name, p) in percentiles {
-        let index = Features::NAMES
-            .iter()
-            .position(|n| n == name)
-            .expect("a feature");
-        values[index] = at_percentile(model, name, *p);
+        if let Some(value) = at_percentile(model, name, *p) {
+            f.set(name, value);
+        }
     }
-    f = Features::from_values(&values).expect("values");
     f
 }
 
-/// Feature vectors of people for the cohort's tests and benchmark: whose features follow two traits of their own (speed and care, say) plus noise of
-/// their own on each feature: correlated axes, as a real cohort's are.
+/// Feature vectors of `n` people for the cohort's tests and benchmark: their features follow
+/// two traits of their own (speed and care, say) plus noise of their own on each feature:
+/// correlated axes, as a real cohort's are.
 pub fn cohort_people(model: &Model, n: usize, rng: &mut Rng) -> Vec<Features> {
     let names = desk_features();
     (0..n)
@@ -401,7 +397,8 @@ pub fn cohort_people(model: &Model, n: usize, rng: &mut Rng) -> Vec<Features> {
         .collect()
 }
 
-/// Feature vectors of a farm for the cohort's tests and benchmark: one generator's settings, each session's medians a little off its centre.
+/// Feature vectors of a farm of `n` for the cohort's tests and benchmark: one generator's
+/// settings, each session's medians `spread` percentiles off its centre.
 pub fn cohort_farm(model: &Model, n: usize, spread: f64, rng: &mut Rng) -> Vec<Features> {
     let names = desk_features();
     let centre: Vec<f64> = names.iter().map(|_| rng.range(0.2, 0.8)).collect();

@@ -386,11 +386,7 @@ impl Delivery {
             sampled_moves: u32,
             multi_sample_moves: u32,
         }
-        #[derive(serde::Deserialize)]
-        struct Raw {
-            data: Counts,
-        }
-        let Raw { data } = serde_json::from_str(payload).ok()?;
+        let data: Counts = payload_data(payload)?;
         (data.zero_pressure_presses <= data.mouse_presses
             && data.multi_sample_moves <= data.sampled_moves)
             .then_some(Delivery {
@@ -421,12 +417,19 @@ pub fn page_counts(payload: &str) -> Option<(u32, u32)> {
         words: u32,
         controls: u32,
     }
-    #[derive(serde::Deserialize)]
-    struct Raw {
-        data: Counts,
-    }
-    let Raw { data } = serde_json::from_str(payload).ok()?;
+    let data: Counts = payload_data(payload)?;
     Some((data.words, data.controls))
+}
+
+/// The `data` of a raw event, when it reads as `T`.
+fn payload_data<T: serde::de::DeserializeOwned>(payload: &str) -> Option<T> {
+    #[derive(serde::Deserialize)]
+    struct Raw<T> {
+        data: T,
+    }
+    serde_json::from_str::<Raw<T>>(payload)
+        .ok()
+        .map(|raw| raw.data)
 }
 
 /// Everything captured for one session (one reference), in time order once [`Self::finish`]

@@ -10,7 +10,7 @@
 
 use super::Features;
 use super::stats::ratio;
-use crate::kinematics::sd;
+use crate::kinematics::{median, regression, sd};
 use crate::trace::{Kind, TraceEvent};
 
 /// Words a minute above which a page cannot have been read: over three times the upper end of
@@ -72,21 +72,14 @@ pub(super) fn content(events: &[TraceEvent], f: &mut Features) {
         .iter()
         .filter(|v| v.words >= f64::from(MIN_WORDS) && v.duration_ms > 0)
         .collect();
-    let wpm: Vec<f64> = readable
+    let mut wpm: Vec<f64> = readable
         .iter()
         .map(|v| v.words / (v.duration_ms as f64 / 60_000.0))
         .collect();
     if !wpm.is_empty() {
-        let mut sorted = wpm.clone();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        f.reading_wpm = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
-        };
         let fast = wpm.iter().filter(|&&w| w > SKIM_LIMIT_WPM).count();
-        f.fast_page_fraction = ratio(fast as f64, n as f64);
+        f.fast_page_fraction = ratio(fast as f64, wpm.len() as f64);
+        f.reading_wpm = median(&mut wpm);
     }
     // Latency to the first action against the page's length, over views that had one.
     let acted: Vec<(f64, f64)> = views
@@ -99,25 +92,6 @@ pub(super) fn content(events: &[TraceEvent], f: &mut Features) {
     if acted.len() >= MIN_VIEWS {
         let latencies: Vec<f64> = acted.iter().map(|(_, l)| *l).collect();
         f.first_action_log_sd = sd(&latencies);
-        f.first_action_words_correlation = correlation(&acted);
+        f.first_action_words_correlation = regression(&acted).1;
     }
-}
-
-/// Pearson's correlation; `NaN` when either side does not vary.
-fn correlation(pairs: &[(f64, f64)]) -> f64 {
-    let n = pairs.len() as f64;
-    let (mx, my) = (
-        pairs.iter().map(|p| p.0).sum::<f64>() / n,
-        pairs.iter().map(|p| p.1).sum::<f64>() / n,
-    );
-    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-    for (x, y) in pairs {
-        sxy += (x - mx) * (y - my);
-        sxx += (x - mx).powi(2);
-        syy += (y - my).powi(2);
-    }
-    if sxx <= 0.0 || syy <= 0.0 {
-        return f64::NAN;
-    }
-    sxy / (sxx * syy).sqrt()
 }

@@ -57,6 +57,14 @@ macro_rules! features {
                 values.next().is_none().then_some(features)
             }
 
+            /// Sets the feature called `name`; false when there is none.
+            pub fn set(&mut self, name: &str, value: f64) -> bool {
+                match name {
+                    $( stringify!($name) => { self.$name = value; true } )*
+                    _ => false,
+                }
+            }
+
             /// The value of the feature called `name`.
             pub fn get(&self, name: &str) -> Option<f64> {
                 match name {

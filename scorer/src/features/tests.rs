@@ -8,6 +8,9 @@ fn features_come_back_from_their_values_and_only_from_one_per_feature() {
     let features = Features::from_values(&values).expect("one value per feature");
     assert_eq!(features.values(), values);
     assert_eq!(features.get(Features::NAMES[3]), Some(1.5));
+    let mut set = features;
+    assert!(set.set(Features::NAMES[3], 9.0) && !set.set("no_such_feature", 9.0));
+    assert_eq!(set.get(Features::NAMES[3]), Some(9.0));
     assert!(Features::from_values(&values[1..]).is_none());
     let mut more = values.clone();
     more.push(0.0);
