@@ -23,11 +23,12 @@ use object_store::ObjectStore;
 mod bucket_prefix;
 pub mod compaction;
 pub mod delta;
+mod read_only;
 pub mod rewrite;
 pub mod store;
 pub mod tables;
 
-pub use delta::{Change, Committed, LiveFile, NewFile, Table};
+pub use delta::{Change, Committed, LiveFile, NewFile, Publication, Table, Upload};
 pub use store::{LakeError, Store};
 pub use tables::TableKind;
 
@@ -36,6 +37,8 @@ pub use tables::TableKind;
 #[derive(Debug, Clone)]
 pub struct Lake {
     store: Store,
+    /// The store as [`Lake::store`] lends it: reads only.
+    read_only: Arc<dyn ObjectStore>,
     /// See [`Lake::set_retention`].
     retention_ms: Arc<AtomicU64>,
     events: Table,
@@ -79,6 +82,7 @@ impl Lake {
             ),
         )?;
         Ok(Lake {
+            read_only: Arc::new(read_only::ReadOnly::new(Arc::clone(store.store()))),
             store,
             retention_ms,
             events,
@@ -104,9 +108,11 @@ impl Lake {
         }
     }
 
-    /// The object store rooted at the lake's root (paths as `events/survey_id=...`).
+    /// The object store rooted at the lake's root (paths as `events/survey_id=...`), for
+    /// reading: its writes and deletes are refused (files change only by
+    /// [`Table::publish`]).
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
-        self.store.store()
+        &self.read_only
     }
 
     /// One request to the object store (the metadata of an object that need not exist), for
@@ -119,18 +125,13 @@ impl Lake {
         }
     }
 
-    /// See [`Store::put_durable`].
-    pub async fn put_durable(&self, path: &str, bytes: Vec<u8>) -> Result<(), LakeError> {
-        self.store.put_durable(path, bytes).await
-    }
-
     /// See [`Store::read`].
     pub async fn read(&self, path: &str) -> Result<bytes::Bytes, LakeError> {
         self.store.read(path).await
     }
 
     /// See [`Store::delete`].
-    pub async fn delete(&self, path: &str) -> Result<(), LakeError> {
+    pub(crate) async fn delete(&self, path: &str) -> Result<(), LakeError> {
         self.store.delete(path).await
     }
 }

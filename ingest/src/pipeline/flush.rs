@@ -152,77 +152,28 @@ impl Ingestor {
         .await??;
 
         let app_id = self.lake_app_id();
-        // A retry of a range whose commit may have landed (its answer was lost): uploading again
-        // would overwrite files the log already names.
-        let already = retry_through.is_some()
-            && self
-                .inner
-                .lake
-                .table(TableKind::Events)
-                .app_version(&app_id)
-                .await?
-                .is_some_and(|version| version >= lsn_version(through_lsn));
-        let mut committed = Vec::with_capacity(files.len());
-        let mut events = 0;
-        let mut outcome = Ok(());
-        if !already {
-            for (bytes, file) in files {
-                events += file.rows;
-                if let Err(error) = self.inner.lake.put_durable(&file.path, bytes).await {
-                    outcome = Err(IngestError::from(error));
-                    break;
-                }
-                committed.push(file);
-            }
-        }
-        let mut commit_tried = false;
-        if outcome.is_ok() && !already {
-            commit_tried = true;
-            outcome = self
-                .inner
-                .lake
-                .table(TableKind::Events)
-                .commit(
-                    lake::Change::Append,
-                    &committed,
-                    &[],
-                    Some((&app_id, lsn_version(through_lsn))),
-                )
-                .await
-                .map(|_| ())
-                .map_err(IngestError::from);
-        }
-        if let Err(error) = outcome {
-            // Whether a failed commit landed is asked of the log before anything is taken back:
-            // its answer may have been lost after the commit file was written.
-            let landed = if commit_tried {
-                self.inner
-                    .lake
-                    .table(TableKind::Events)
-                    .app_version(&app_id)
-                    .await
-                    .map(|version| version.is_some_and(|v| v >= lsn_version(through_lsn)))
-            } else {
-                Ok(false)
-            };
-            match landed {
-                Ok(true) => {
-                    tracing::warn!(%error, through_lsn, "a flush's commit reported an error but landed");
-                }
-                Ok(false) => {
-                    // Uncommitted uploads are invisible to readers of the table, but not to a
-                    // reader listing the folder: take them back now rather than at the vacuum.
-                    for file in &committed {
-                        if let Err(cleanup) = self.inner.lake.delete(&file.path).await {
-                            tracing::warn!(path = file.path, error = %cleanup, "could not remove an uncommitted file");
-                        }
-                    }
-                    return Err(error);
-                }
-                // Unknown: left for the retry of this range (which asks again) and the vacuum.
-                Err(_) => return Err(error),
-            }
-        }
+        let events: u64 = files.iter().map(|(_, file)| file.rows).sum();
+        let count = files.len();
+        // One publication: a retry of a range whose commit landed (its answer was lost) uploads
+        // nothing and reads `AlreadyApplied`; a failure takes its uploads back unless the log
+        // cannot tell whether the commit landed (the retry asks it again).
+        let publication = self
+            .inner
+            .lake
+            .table(TableKind::Events)
+            .publish(
+                lake::Change::Append,
+                files,
+                &[],
+                Some((&app_id, lsn_version(through_lsn))),
+            )
+            .await?;
+        let (files, events) = match publication {
+            lake::Publication::Published(_) => (count, events),
+            lake::Publication::AlreadyApplied => (0, 0),
+            lake::Publication::Conflict => return Err(IngestError::FlushConflict),
+            lake::Publication::Uncertain(error) => return Err(error.into()),
+        };
         *self.inner.retry_through.lock() = None;
         let backlog = {
             let mut pending = self.inner.lake_pending.lock();
@@ -237,14 +188,9 @@ impl Ingestor {
             .store(through_lsn, Ordering::Release);
         self.inner.wal.request_roll();
         self.truncate_log().await;
-        tracing::debug!(
-            files = committed.len(),
-            events,
-            through_lsn,
-            "flushed to the lake"
-        );
+        tracing::debug!(files, events, through_lsn, "flushed to the lake");
         Ok(FlushReport {
-            files: committed.len(),
+            files,
             events,
             through_lsn,
         })
@@ -357,31 +303,18 @@ impl Ingestor {
     /// and the commit): its files past the log position its last commit covers. Other
     /// instances' uploads in flight are left alone.
     pub(super) async fn remove_orphan_files(&self) -> Result<(), IngestError> {
-        let committed = self
-            .inner
-            .lake
-            .table(TableKind::Events)
-            .app_version(&self.lake_app_id())
-            .await?
-            .unwrap_or(0);
-        let prefix = ObjectPath::from("events");
-        let objects: Vec<_> = self
-            .inner
-            .lake
-            .store()
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(lake::LakeError::from)?;
-        for object in objects {
-            let path = object.location.to_string();
-            let Some((instance, _, last)) = tables::events_file_origin(&path) else {
-                continue;
-            };
-            if instance == self.inner.config.instance_id && lsn_version(last) > committed {
-                tracing::info!(path, "removing an uncommitted events file");
-                self.inner.lake.delete(&path).await?;
-            }
+        let table = self.inner.lake.table(TableKind::Events);
+        let committed = table.app_version(&self.lake_app_id()).await?.unwrap_or(0);
+        let instance = &self.inner.config.instance_id;
+        let removed = table
+            .delete_uncommitted("events", |path| {
+                tables::events_file_origin(path).is_some_and(|(origin, _, last)| {
+                    origin == instance && lsn_version(last) > committed
+                })
+            })
+            .await?;
+        for path in removed {
+            tracing::info!(path, "removed an uncommitted events file");
         }
         Ok(())
     }

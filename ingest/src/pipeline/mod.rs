@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use catalog::{Catalog, SessionDelta, SurveyId, TrackingKey, WalConsumer};
-use futures::TryStreamExt;
-use object_store::path::Path as ObjectPath;
 use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinHandle;
 
@@ -90,6 +88,10 @@ pub enum IngestError {
     Join(#[from] tokio::task::JoinError),
     #[error("the write-ahead log still holds records logged before the purge; will retry")]
     LogNotPurged,
+    /// A flush removes no file, so the lake has no reason to refuse its commit as a conflict;
+    /// if it ever does, the range is flushed again.
+    #[error("the lake refused a flush's commit as a conflict; will retry")]
+    FlushConflict,
 }
 
 /// The outcome of a collector request.

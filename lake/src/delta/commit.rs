@@ -31,7 +31,7 @@ impl Table {
     /// writer's commit in between that leaves them live is no conflict (the commit is tried
     /// again on the newer snapshot). With `txn`, a commit whose app version was already reached
     /// commits nothing.
-    pub async fn commit(
+    pub(crate) async fn commit(
         &self,
         change: Change,
         added: &[NewFile],

@@ -28,9 +28,11 @@
 //! - `schema`: opening a table (creating it, or adding the columns an older one lacks).
 //! - `snapshot`: the live files of the newest snapshot or of an older one, and app versions.
 //! - `commit`: a change as one commit of `add` and `remove` actions, tried again after races.
+//! - `publish`: the one path by which files enter or leave a table (upload, commit, undo).
 //! - `retention`: checkpoints and the commit files they let go, tombstones, the vacuum.
 
 mod commit;
+mod publish;
 mod retention;
 mod schema;
 mod snapshot;
@@ -38,6 +40,8 @@ mod snapshot;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+
+pub use publish::{Publication, Upload};
 
 use crate::{Store, TableKind};
 use deltalake_core::DeltaTable;

@@ -1,9 +1,10 @@
 //! Rewrites of lake files: erasing one session's rows, and merging small files into large ones.
 //!
-//! Both produce new files that replace live ones, with [`replace_files`]: the new files are
-//! written whole and durably, then one Delta commit removes the old files and adds the new; it
-//! commits nothing when another rewrite removed one of the old files first (the writer then
-//! deletes its uploads). Readers of any snapshot see either the old files or the new.
+//! Both produce new files that replace live ones, with [`replace_files`] (a
+//! [`Table::publish`](crate::Table::publish)): the new files are written whole and durably,
+//! then one Delta commit removes the old files and adds the new; it commits nothing when another
+//! rewrite removed one of the old files first (the uploads are then deleted). Readers of any
+//! snapshot see either the old files or the new.
 //!
 //! A crash before the commit leaves uploads no commit names, which the vacuum deletes once they
 //! are older than its retention ([`Table::vacuum`](crate::Table::vacuum)); a crash after an
@@ -28,7 +29,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 
-use crate::{Change, Committed, Lake, LakeError, NewFile, TableKind, tables};
+use crate::{Change, Lake, LakeError, NewFile, Publication, TableKind, tables};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RewriteError {
@@ -301,9 +302,10 @@ pub fn merge_sorted(
     })
 }
 
-/// Replaces live files of one table by rewritten ones (see the module docs). `added` pairs each
-/// new file's bytes with its record. Returns false, having committed nothing (and deleted its
-/// own uploads), when another rewrite replaced one of `removed` first.
+/// Replaces live files of one table by rewritten ones with one
+/// [`Table::publish`](crate::Table::publish). `added` pairs each new file's bytes with its
+/// record. Returns false, having committed nothing (and deleted its own uploads), when another
+/// rewrite replaced one of `removed` first.
 ///
 /// An erasure's replaced files are deleted as soon as the commit is in: they hold the erased
 /// session. A compaction's stay until [`Table::vacuum`](crate::Table::vacuum), for readers of
@@ -315,32 +317,16 @@ pub async fn replace_files(
     removed: Vec<String>,
     added: Vec<(Vec<u8>, NewFile)>,
 ) -> Result<bool, RewriteError> {
-    let mut files = Vec::with_capacity(added.len());
-    for (bytes, file) in added {
-        lake.put_durable(&file.path, bytes).await?;
-        files.push(file);
-    }
-    crash_point("uploaded").await;
     match lake
         .table(kind)
-        .commit(change, &files, &removed, None)
+        .publish(change, added, &removed, None)
         .await?
     {
-        Committed::Version(_) => {}
-        Committed::Conflict | Committed::AlreadyApplied => {
-            for file in &files {
-                lake.delete(&file.path).await?;
-            }
-            return Ok(false);
-        }
+        Publication::Published(_) => Ok(true),
+        Publication::Conflict | Publication::AlreadyApplied => Ok(false),
+        // Left to the retry: an erasure sweeps what it finds, a compaction takes the group again.
+        Publication::Uncertain(error) => Err(error.into()),
     }
-    crash_point("swapped").await;
-    if change == Change::Erase {
-        for path in &removed {
-            lake.delete(path).await?;
-        }
-    }
-    Ok(true)
 }
 
 /// What [`delete_unlinked_copies`] did.
@@ -439,21 +425,6 @@ pub fn column_values(bytes: Bytes, column: &str) -> Result<HashSet<String>, Rewr
     }
     Ok(values)
 }
-
-/// A place where a crash test stops a rewrite: with the `failpoints` feature and the fail point
-/// `telltale-rewrite-<point>` set to `return` (`FAILPOINTS`, read by the binary), the rewrite
-/// logs that it got there and waits a minute, long enough for the test to kill the process.
-/// Without the feature this is nothing, and the binary holds no pause point name.
-#[cfg(feature = "failpoints")]
-async fn crash_point(point: &str) {
-    if fail::eval(&format!("telltale-rewrite-{point}"), |_| ()).is_some() {
-        tracing::warn!(point, "rewrite paused for a crash test");
-        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-    }
-}
-
-#[cfg(not(feature = "failpoints"))]
-async fn crash_point(_point: &str) {}
 
 /// The owner name of a command-line process (`telltale compact`): `cli-<pid>@<host>`, so that
 /// once the process is gone any process of the same host can tell, and clean up after it.

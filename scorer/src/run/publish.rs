@@ -5,7 +5,6 @@
 use std::collections::HashSet;
 
 use catalog::{NewScore, RunId, RunProgress, ScoredReference, ScoringRun};
-use futures::TryStreamExt;
 use lake::{NewFile, TableKind, tables};
 use parking_lot::Mutex;
 
@@ -54,24 +53,25 @@ impl Scorer {
                     table = kind.as_str(),
                     "removing files of an attempt that did not record them"
                 );
+                // An erasure's publication: the files leave the table and then the store.
                 let removed = table
-                    .commit(lake::Change::Erase, &[], &unrecorded, None)
+                    .publish(lake::Change::Erase, Vec::new(), &unrecorded, None)
                     .await?;
-                if !matches!(removed, lake::Committed::Version(_)) {
-                    return Err(Stop::Failed(RunError::EarlierAttemptChanged));
+                match removed {
+                    lake::Publication::Published(_) => {}
+                    lake::Publication::Uncertain(error) => return Err(Stop::from(error)),
+                    lake::Publication::Conflict | lake::Publication::AlreadyApplied => {
+                        return Err(Stop::Failed(RunError::EarlierAttemptChanged));
+                    }
                 }
             }
+            // Uploads of the earlier attempt that no commit names.
             let folder = tables::results_folder(kind, run.survey_id.as_str());
-            let prefix = object_store::path::Path::from(folder.as_str());
-            let objects: Vec<object_store::ObjectMeta> =
-                self.lake.store().list(Some(&prefix)).try_collect().await?;
-            let live: HashSet<String> = live.into_iter().collect();
-            for object in objects {
-                let path = object.location.to_string();
-                if is_leftover(&path, &ours, &live, &unrecorded) {
-                    tracing::info!(path, "removing an unpublished scoring file");
-                    self.lake.delete(&path).await?;
-                }
+            for path in table
+                .delete_uncommitted(&folder, |path| path.starts_with(&ours))
+                .await?
+            {
+                tracing::info!(path, "removed an unpublished scoring file");
             }
         }
         Ok(())
@@ -96,48 +96,48 @@ impl Scorer {
         let now = catalog::now_millis();
         let survey = run.survey_id.as_str();
         let run_id = run.id.as_str();
-        let mut files = Vec::new();
+        let mut uploads = Vec::new();
         if !scored.is_empty() {
             let features = features_batch(survey, run_id, now, &scored)?;
             let scores = scores_batch(survey, run_id, &self.model.version, now, &scored)?;
-            // The two tables' files are encoded, uploaded and (below) committed side by side:
-            // each costs an fsync or a round trip to the object store, not CPU.
             let rows = scored.len() as u64;
-            let upload = |kind: TableKind, batch| async move {
+            let encode = |kind: TableKind, batch| async move {
                 let bytes =
                     tokio::task::spawn_blocking(move || tables::encode(kind, &batch)).await??;
-                let size = bytes.len() as u64;
-                let file = step_file(kind, survey, run_id, attempt, sequence, size, rows);
-                self.lake.put_durable(&file.path, bytes).await?;
-                Ok::<_, Stop>((kind, file))
+                let file = step_file(kind, survey, run_id, attempt, sequence, bytes.len(), rows);
+                Ok::<_, Stop>((kind, (bytes, file)))
             };
             let (features, scores) = tokio::join!(
-                upload(TableKind::Features, features),
-                upload(TableKind::Scores, scores)
+                encode(TableKind::Features, features),
+                encode(TableKind::Scores, scores)
             );
-            files.push(features?);
-            files.push(scores?);
+            uploads.push(features?);
+            uploads.push(scores?);
         }
         let new_scores = score_records(&scored, &run.id, &self.model.version, now);
         // The lake first, then the fenced record: an attempt that dies in between leaves
         // files its successor removes (`remove_unpublished`); the other order would leave
-        // scores lookup reports and the lake never gets.
-        let commits = files.iter().map(|(kind, file)| async move {
-            self.lake
-                .table(*kind)
-                .commit(lake::Change::Append, std::slice::from_ref(file), &[], None)
-                .await
+        // scores lookup reports and the lake never gets. The two tables' publications (each an
+        // fsync or a round trip to the object store, not CPU) run side by side.
+        let publications = uploads.into_iter().map(|(kind, upload)| async move {
+            let path = upload.1.path.clone();
+            let outcome = self
+                .lake
+                .table(kind)
+                .publish(lake::Change::Append, vec![upload], &[], None)
+                .await;
+            (kind, path, outcome)
         });
         let mut committed = Vec::new();
-        let mut uncertain = HashSet::new();
         let mut published = Ok(true);
-        for ((kind, file), outcome) in files.iter().zip(futures::future::join_all(commits).await) {
+        for (kind, path, outcome) in futures::future::join_all(publications).await {
             match outcome {
-                Ok(_) => committed.push((*kind, file.path.clone())),
-                Err(error) => {
-                    // It may have landed all the same: the next attempt's `remove_unpublished`
-                    // looks at the table; the object stays until then.
-                    uncertain.insert(file.path.as_str());
+                Ok(lake::Publication::Published(_)) => committed.push((kind, path)),
+                // A step's files are new names, never a replay: nothing else is possible.
+                Ok(lake::Publication::Conflict | lake::Publication::AlreadyApplied) => {}
+                // It may have landed all the same: the next attempt's `remove_unpublished` looks
+                // at the table; the object stays until then.
+                Ok(lake::Publication::Uncertain(error)) | Err(error) => {
                     published = Err(Stop::from(error));
                 }
             }
@@ -153,27 +153,20 @@ impl Scorer {
         }
         if !matches!(published, Ok(true)) {
             // Not recorded: the files are not data. Take them back now rather than leave them
-            // to the next attempt. An object goes only once no snapshot names it: a file whose
-            // removal from its table failed, or whose commit may have landed, is left to the
-            // next attempt's `remove_unpublished`.
-            let mut keep = uncertain;
+            // to the next attempt (which would, with `remove_unpublished`).
             for (kind, path) in &committed {
-                if let Err(error) = self
+                let removed = self
                     .lake
                     .table(*kind)
-                    .commit(lake::Change::Erase, &[], std::slice::from_ref(path), None)
-                    .await
-                {
+                    .publish(
+                        lake::Change::Erase,
+                        Vec::new(),
+                        std::slice::from_ref(path),
+                        None,
+                    )
+                    .await;
+                if let Err(error) | Ok(lake::Publication::Uncertain(error)) = removed {
                     tracing::warn!(path, %error, "could not remove an unrecorded file from its table");
-                    keep.insert(path);
-                }
-            }
-            for (_, file) in files
-                .iter()
-                .filter(|(_, file)| !keep.contains(file.path.as_str()))
-            {
-                if let Err(error) = self.lake.delete(&file.path).await {
-                    tracing::warn!(path = file.path, %error, "could not remove an unpublished file");
                 }
             }
         }
@@ -198,13 +191,6 @@ fn credited_to(scored: Vec<ScoredReference>, run: &RunId) -> HashSet<String> {
         .collect()
 }
 
-/// Whether an object in a results folder is a leftover of the run whose files start with
-/// `ours`: an upload no commit names (not `live`), or a file just taken out of its table as
-/// `unrecorded`.
-fn is_leftover(path: &str, ours: &str, live: &HashSet<String>, unrecorded: &[String]) -> bool {
-    path.starts_with(ours) && (!live.contains(path) || unrecorded.iter().any(|u| u == path))
-}
-
 /// The lake file of one step's rows of `kind`, `size` bytes long.
 fn step_file(
     kind: TableKind,
@@ -212,14 +198,14 @@ fn step_file(
     run_id: &str,
     attempt: &str,
     sequence: usize,
-    size: u64,
+    size: usize,
     rows: u64,
 ) -> NewFile {
     NewFile {
         path: tables::results_file_path(kind, survey, run_id, attempt, sequence),
         survey_id: survey.to_owned(),
         date: None,
-        size,
+        size: size as u64,
         rows,
         received: None,
     }
