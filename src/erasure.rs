@@ -13,7 +13,7 @@
 //!    to the lake after the rewrite below;
 //! 3. find the live files holding the session: events files whose session range covers one of
 //!    its identifiers, every features and scores file of the survey; rewrite each without the
-//!    session's rows;
+//!    session's rows (the three tables side by side, two files of a table at a time);
 //! 4. in one catalog transaction: swap the old files for the new, delete the session's
 //!    statistics and score, and add its identifiers to the tombstone (as hashes); then delete
 //!    the old objects ([`lake::rewrite::replace_files`]);
@@ -32,6 +32,13 @@ use ingest::{IngestError, Ingestor};
 use lake::compaction::{self, CompactionConfig};
 use lake::rewrite::{self, Erased, RewriteError, SessionRows};
 use lake::{Change, Lake, LiveFile, NewFile, TableKind, tables};
+
+/// Files of one table an erasure reads and rewrites at once: the work is CPU on blocking
+/// threads, and a machine of two cores is busy with two.
+const FILES_AT_ONCE: usize = 2;
+
+/// A table's files holding the session, and the files that replace them.
+type Rewrite = (TableKind, Vec<String>, Vec<(Vec<u8>, NewFile)>);
 
 /// Tries before a deletion is `failed`.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -225,7 +232,8 @@ impl DeletionService {
             return Ok(false);
         }
         let started = std::time::Instant::now();
-        let setback = match self.attempt(survey, reference).await {
+        let mut phases = Phases::default();
+        let setback = match self.attempt(survey, reference, &mut phases).await {
             Ok(Attempt::Completed) => {
                 let completed = self
                     .catalog
@@ -234,6 +242,7 @@ impl DeletionService {
                 tracing::info!(
                     survey = %survey,
                     elapsed_ms = started.elapsed().as_millis() as u64,
+                    phases = %phases,
                     "session erased"
                 );
                 series::ERASURES_TOTAL
@@ -270,13 +279,20 @@ impl DeletionService {
         Ok(false)
     }
 
-    async fn attempt(&self, survey: &SurveyId, reference: &str) -> Result<Attempt, AttemptError> {
+    async fn attempt(
+        &self,
+        survey: &SurveyId,
+        reference: &str,
+        phases: &mut Phases,
+    ) -> Result<Attempt, AttemptError> {
         if self.catalog.has_active_scoring_run(survey).await? {
             return Ok(Attempt::Deferred("a scoring run is active on the survey"));
         }
+        phases.lap("check");
         if let Some(purger) = &self.purger {
             purger.purge_if_behind().await?;
         }
+        phases.lap("purge");
         let lease_ms = i64::try_from(self.instance_lease.as_millis()).unwrap_or(i64::MAX);
         let waiting = self
             .catalog
@@ -300,38 +316,47 @@ impl DeletionService {
             reference: reference.to_owned(),
             identifiers: identifiers.iter().cloned().collect(),
         });
+        phases.lap("fleet");
 
         let survey_id = survey.as_str();
-        for kind in TableKind::ALL {
-            let mut removed = Vec::new();
-            let mut added = Vec::new();
-            for file in self.lake.table(kind).live_files(Some(survey_id)).await? {
-                match self.erase_from(kind, &file, &session).await? {
-                    FileErasure::Untouched => continue,
-                    FileErasure::Removed => {}
-                    FileErasure::Replaced(bytes, new) => added.push((bytes, new)),
-                }
-                removed.push(file.path);
-            }
-            // A run that started while the files were rewritten would lose them under its scan.
-            if self.catalog.has_active_scoring_run(survey).await? {
-                return Ok(Attempt::Deferred("a scoring run started on the survey"));
-            }
-            if !removed.is_empty()
-                && !rewrite::replace_files(&self.lake, kind, Change::Erase, removed, added).await?
-            {
-                return Ok(Attempt::Deferred("another rewrite replaced a file first"));
-            }
-            // Copies no snapshot names any more: what a crashed attempt replaced, compaction
-            // inputs kept for readers, uploads of dead writers.
-            let sweep =
-                rewrite::delete_unlinked_copies(&self.lake, kind, survey_id, &session).await?;
-            if sweep.in_flight > 0 {
-                return Ok(Attempt::Deferred(
-                    "an upload not yet committed holds the session",
-                ));
-            }
+        // The three tables side by side, step by step: their rewrites (reads and re-encodes on
+        // blocking threads), their commits, their sweeps. benches/README.md (`scoring_run`)
+        // has the steps' times.
+        let rewrites = futures::future::try_join_all(
+            TableKind::ALL.map(|kind| self.rewrite_table(kind, survey_id, &session)),
+        )
+        .await?;
+        phases.lap("rewrite");
+        // A run that started while the files were rewritten would lose them under its scan.
+        if self.catalog.has_active_scoring_run(survey).await? {
+            return Ok(Attempt::Deferred("a scoring run started on the survey"));
         }
+        let commits = rewrites
+            .into_iter()
+            .filter(|(_, removed, _)| !removed.is_empty())
+            .map(|(kind, removed, added)| {
+                rewrite::replace_files(&self.lake, kind, Change::Erase, removed, added)
+            });
+        if futures::future::try_join_all(commits)
+            .await?
+            .contains(&false)
+        {
+            return Ok(Attempt::Deferred("another rewrite replaced a file first"));
+        }
+        phases.lap("commit");
+        // Copies no snapshot names any more: what a crashed attempt replaced, compaction
+        // inputs kept for readers, uploads of dead writers.
+        let sweeps =
+            futures::future::try_join_all(TableKind::ALL.map(|kind| {
+                rewrite::delete_unlinked_copies(&self.lake, kind, survey_id, &session)
+            }))
+            .await?;
+        if sweeps.iter().any(|sweep| sweep.in_flight > 0) {
+            return Ok(Attempt::Deferred(
+                "an upload not yet committed holds the session",
+            ));
+        }
+        phases.lap("sweep");
         let erasure = SessionErasure {
             survey_id: survey.clone(),
             reference: reference.to_owned(),
@@ -345,8 +370,41 @@ impl DeletionService {
         if let Some(ingestor) = &self.ingestor {
             ingestor.refresh_tombstones().await?;
         }
+        phases.lap("catalog");
         self.catalog.scrub().await?;
+        phases.lap("scrub");
         Ok(Attempt::Completed)
+    }
+
+    /// The live files of one table of the survey that hold the session, and what replaces
+    /// them: `(kind, removed, added)`. Files are read and rewritten [`FILES_AT_ONCE`] at a time.
+    async fn rewrite_table(
+        &self,
+        kind: TableKind,
+        survey_id: &str,
+        session: &Arc<SessionRows>,
+    ) -> Result<Rewrite, AttemptError> {
+        use futures::{StreamExt, TryStreamExt};
+        let files = self.lake.table(kind).live_files(Some(survey_id)).await?;
+        let erasures: Vec<(String, FileErasure)> = futures::stream::iter(files)
+            .map(|file| async move {
+                let erasure = self.erase_from(kind, &file, session).await?;
+                Ok::<_, AttemptError>((file.path, erasure))
+            })
+            .buffered(FILES_AT_ONCE)
+            .try_collect()
+            .await?;
+        let mut removed = Vec::new();
+        let mut added = Vec::new();
+        for (path, erasure) in erasures {
+            match erasure {
+                FileErasure::Untouched => continue,
+                FileErasure::Removed => {}
+                FileErasure::Replaced(bytes, new) => added.push((bytes, new)),
+            }
+            removed.push(path);
+        }
+        Ok((kind, removed, added))
     }
 
     /// What becomes of one live file: left alone, removed, or replaced by a rewrite.
@@ -377,6 +435,45 @@ impl DeletionService {
             received: file.received,
         };
         Ok(FileErasure::Replaced(rewritten.bytes, new))
+    }
+}
+
+/// Where an attempt spent its time, step by step (the log line of a completed erasure), so
+/// that an erasure's latency can be read without a profiler.
+struct Phases {
+    lap: std::time::Instant,
+    spent: Vec<(&'static str, Duration)>,
+}
+
+impl Default for Phases {
+    fn default() -> Self {
+        Phases {
+            lap: std::time::Instant::now(),
+            spent: Vec::new(),
+        }
+    }
+}
+
+impl Phases {
+    /// Ends the step `name` (summed with an earlier step of that name).
+    fn lap(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        let elapsed = now - self.lap;
+        self.lap = now;
+        match self.spent.iter_mut().find(|(step, _)| *step == name) {
+            Some((_, total)) => *total += elapsed,
+            None => self.spent.push((name, elapsed)),
+        }
+    }
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (index, (name, spent)) in self.spent.iter().enumerate() {
+            let separator = if index == 0 { "" } else { " " };
+            write!(f, "{separator}{name}={:.1}ms", spent.as_secs_f64() * 1000.0)?;
+        }
+        Ok(())
     }
 }
 

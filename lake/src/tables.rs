@@ -139,9 +139,17 @@ pub fn writer_properties(kind: TableKind) -> WriterProperties {
         TableKind::Events => events_writer_properties(),
         TableKind::Features | TableKind::Scores => WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_max_row_group_row_count(Some(RESULTS_ROW_GROUP_ROWS))
             .build(),
     }
 }
+
+/// Rows per row group of a `features` or `scores` file (a scoring step writes up to 50,000
+/// sessions to one): erasing a session re-encodes the row group holding it and copies the
+/// others as they are (`rewrite::erase_rows`). With one row group per file an erasure
+/// re-encoded a whole step's features (about 90 ms a file, benches/README.md `scoring_run`).
+pub const RESULTS_ROW_GROUP_ROWS: usize = 4096;
 
 /// Rows per row group of an `events` file. DuckDB's default size: small enough that erasing a
 /// session from a large compacted file re-encodes one row group and copies the others as they
