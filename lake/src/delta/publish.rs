@@ -117,12 +117,7 @@ impl Table {
                 .await?
                 .is_some_and(|done| done >= version));
         }
-        let live: std::collections::HashSet<String> = self
-            .live_files(None)
-            .await?
-            .into_iter()
-            .map(|file| file.path)
-            .collect();
+        let live = self.live_paths(None).await?;
         Ok(if added.is_empty() {
             // A removal only: done once none of its files is live, whoever removed them.
             removed.iter().all(|path| !live.contains(path))
@@ -151,12 +146,7 @@ impl Table {
         uncommitted: impl Fn(&str) -> bool,
     ) -> Result<Vec<String>, LakeError> {
         use futures::TryStreamExt;
-        let live: std::collections::HashSet<String> = self
-            .live_files(None)
-            .await?
-            .into_iter()
-            .map(|file| file.path)
-            .collect();
+        let live = self.live_paths(None).await?;
         let objects: Vec<object_store::ObjectMeta> = self
             .store
             .store()

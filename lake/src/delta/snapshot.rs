@@ -24,6 +24,19 @@ impl Table {
         self.files_of(&table, survey)
     }
 
+    /// The paths of [`Table::live_files`], for membership tests.
+    pub async fn live_paths(
+        &self,
+        survey: Option<&str>,
+    ) -> Result<std::collections::HashSet<String>, LakeError> {
+        Ok(self
+            .live_files(survey)
+            .await?
+            .into_iter()
+            .map(|file| file.path)
+            .collect())
+    }
+
     /// The version the application `app_id` last committed, after loading new commits.
     pub async fn app_version(&self, app_id: &str) -> Result<Option<i64>, LakeError> {
         let mut table = self.state.lock().await;

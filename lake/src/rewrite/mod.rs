@@ -355,12 +355,7 @@ pub async fn delete_unlinked_copies(
     session: &Arc<SessionRows>,
 ) -> Result<Sweep, RewriteError> {
     let table = lake.table(kind);
-    let live: HashSet<String> = table
-        .live_files(Some(survey_id))
-        .await?
-        .into_iter()
-        .map(|file| file.path)
-        .collect();
+    let live = table.live_paths(Some(survey_id)).await?;
     let removed = table.removed_paths().await?;
     let folder = tables::results_folder(kind, survey_id);
     let objects: Vec<object_store::ObjectMeta> = lake
