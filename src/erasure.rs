@@ -38,7 +38,9 @@ use lake::{Change, Lake, LiveFile, NewFile, TableKind, tables};
 const FILES_AT_ONCE: usize = 2;
 
 /// A table's files holding the session, and the files that replace them.
-type Rewrite = (TableKind, Vec<String>, Vec<(Vec<u8>, NewFile)>);
+/// A table's rewrite: its kind, the live files it probed, the files it replaces or removes, and
+/// their replacements.
+type Rewrite = (TableKind, usize, Vec<String>, Vec<(Vec<u8>, NewFile)>);
 
 /// Tries before a deletion is `failed`.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -327,14 +329,17 @@ impl DeletionService {
         )
         .await?;
         phases.lap("rewrite");
+        phases.files = rewrites.iter().fold((0, 0), |(probed, removed), rewrite| {
+            (probed + rewrite.1, removed + rewrite.2.len())
+        });
         // A run that started while the files were rewritten would lose them under its scan.
         if self.catalog.has_active_scoring_run(survey).await? {
             return Ok(Attempt::Deferred("a scoring run started on the survey"));
         }
         let commits = rewrites
             .into_iter()
-            .filter(|(_, removed, _)| !removed.is_empty())
-            .map(|(kind, removed, added)| {
+            .filter(|(_, _, removed, _)| !removed.is_empty())
+            .map(|(kind, _, removed, added)| {
                 rewrite::replace_files(&self.lake, kind, Change::Erase, removed, added)
             });
         if futures::future::try_join_all(commits)
@@ -386,6 +391,7 @@ impl DeletionService {
     ) -> Result<Rewrite, AttemptError> {
         use futures::{StreamExt, TryStreamExt};
         let files = self.lake.table(kind).live_files(Some(survey_id)).await?;
+        let probed = files.len();
         let erasures: Vec<(String, FileErasure)> = futures::stream::iter(files)
             .map(|file| async move {
                 let erasure = self.erase_from(kind, &file, session).await?;
@@ -404,7 +410,7 @@ impl DeletionService {
             }
             removed.push(path);
         }
-        Ok((kind, removed, added))
+        Ok((kind, probed, removed, added))
     }
 
     /// What becomes of one live file: left alone, removed, or replaced by a rewrite.
@@ -414,6 +420,10 @@ impl DeletionService {
         file: &LiveFile,
         session: &Arc<SessionRows>,
     ) -> Result<FileErasure, AttemptError> {
+        // Most files of a survey do not hold the session: their footer and session columns tell.
+        if !rewrite::holds_session(self.lake.store(), &file.path, file.size, session).await? {
+            return Ok(FileErasure::Untouched);
+        }
         let bytes = self.lake.read(&file.path).await?;
         let properties = tables::writer_properties(kind);
         let rows = Arc::clone(session);
@@ -443,6 +453,8 @@ impl DeletionService {
 struct Phases {
     lap: std::time::Instant,
     spent: Vec<(&'static str, Duration)>,
+    /// Live files probed for the session, and those of them replaced or removed.
+    files: (usize, usize),
 }
 
 impl Default for Phases {
@@ -450,6 +462,7 @@ impl Default for Phases {
         Phases {
             lap: std::time::Instant::now(),
             spent: Vec::new(),
+            files: (0, 0),
         }
     }
 }
@@ -473,7 +486,7 @@ impl std::fmt::Display for Phases {
             let separator = if index == 0 { "" } else { " " };
             write!(f, "{separator}{name}={:.1}ms", spent.as_secs_f64() * 1000.0)?;
         }
-        Ok(())
+        write!(f, " files={}/{}", self.files.0, self.files.1)
     }
 }
 

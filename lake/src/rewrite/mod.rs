@@ -31,6 +31,9 @@ use parquet::file::writer::SerializedFileWriter;
 
 use crate::{Change, Lake, LakeError, NewFile, Publication, TableKind, tables};
 
+mod probe;
+pub use probe::holds_session;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RewriteError {
     #[error("reading or writing parquet failed: {0}")]
@@ -111,8 +114,13 @@ pub fn erase_rows(
         metadata.file_metadata().schema_descr(),
         columns.iter().map(|(index, _)| *index),
     );
+    let leaves = probe::session_leaves(metadata.file_metadata().schema_descr(), &columns);
     let mut touched = vec![false; metadata.num_row_groups()];
     for (group, hit) in touched.iter_mut().enumerate() {
+        // A compacted file is sorted by session: its statistics rule out all but a group or two.
+        if !probe::may_hold(metadata.row_group(group), &leaves, session) {
+            continue;
+        }
         let probe = builder()
             .with_projection(probe_columns.clone())
             .with_row_groups(vec![group])
@@ -374,6 +382,10 @@ pub async fn delete_unlinked_copies(
     let held: Vec<Option<object_store::ObjectMeta>> = futures::stream::iter(candidates)
         .map(|object| async move {
             let path = object.location.to_string();
+            // Footer and session columns first; the whole file only when that fails.
+            if let Ok(holds) = holds_session(lake.store(), &path, object.size, session).await {
+                return Ok(holds.then_some(object));
+            }
             let bytes = match lake.read(&path).await {
                 Ok(bytes) => bytes,
                 // A vacuum got to it first.

@@ -192,3 +192,104 @@ fn merging_sorts_by_session_and_keeps_each_sessions_order() {
         ["a", "a", "b", "b", "b", "b", "c", "c"]
     );
 }
+
+/// `sessions` written in row groups of 5 rows to an in-memory store at `f.parquet`.
+async fn stored_file(
+    sessions: &[(&str, Option<&str>)],
+) -> (Arc<dyn object_store::ObjectStore>, u64) {
+    use object_store::ObjectStoreExt;
+    let batch = events_batch(sessions, 7);
+    let properties = writer_properties(TableKind::Events)
+        .into_builder()
+        .set_max_row_group_row_count(Some(5))
+        .build();
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties)).expect("w");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    let size = bytes.len() as u64;
+    let store: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    store
+        .put(&"f.parquet".into(), bytes.into())
+        .await
+        .expect("put");
+    (store, size)
+}
+
+#[tokio::test]
+async fn the_probe_finds_a_session_by_reference_or_linked_identifier_and_no_other() {
+    let by_reference = [
+        ("a-other", None),
+        ("tab-1", Some(REFERENCE)),
+        ("y-other", None),
+    ];
+    let by_identifier = [("a-other", None), ("tab-2", None), ("y-other", None)];
+    let neither = [
+        ("a-other", None),
+        ("tab-3", Some("9f1c2d3e-0000-4000-8000-000000000009")),
+    ];
+    for (sessions, expected) in [
+        (&by_reference[..], true),
+        (&by_identifier[..], true),
+        (&neither[..], false),
+    ] {
+        let (store, size) = stored_file(sessions).await;
+        let holds = holds_session(&store, "f.parquet", size, &session())
+            .await
+            .expect("probe");
+        assert_eq!(holds, expected, "{sessions:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_probe_reads_only_row_groups_whose_statistics_allow_the_session() {
+    use object_store::ObjectStoreExt;
+    // Sorted by session, as compaction writes them: 7 rows a session in groups of 5.
+    let sessions = [
+        ("a-other", None),
+        ("b-other", None),
+        ("tab-2", None),
+        ("x-other", None),
+        ("y-other", None),
+    ];
+    let (store, size) = stored_file(&sessions).await;
+    let bytes = store
+        .get(&"f.parquet".into())
+        .await
+        .expect("get")
+        .bytes()
+        .await
+        .expect("bytes");
+    let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&bytes)
+        .expect("metadata");
+    let leaves = [(1, "session_id"), (2, "reference")];
+    let candidates: Vec<usize> = (0..metadata.num_row_groups())
+        .filter(|group| probe::may_hold(metadata.row_group(*group), &leaves, &session()))
+        .collect();
+    // Rows 14-20 are tab-2's: groups 2 (rows 10-14) to 4 (rows 20-24).
+    assert_eq!(candidates, [2, 3, 4]);
+    assert!(
+        holds_session(&store, "f.parquet", size, &session())
+            .await
+            .expect("probe")
+    );
+}
+
+#[tokio::test]
+async fn the_probe_fails_on_a_file_that_is_not_parquet() {
+    use object_store::ObjectStoreExt;
+    let store: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    store
+        .put(
+            &"cut.parquet".into(),
+            Bytes::from_static(b"PAR1 cut short").into(),
+        )
+        .await
+        .expect("put");
+    assert!(
+        holds_session(&store, "cut.parquet", 14, &session())
+            .await
+            .is_err()
+    );
+}
