@@ -165,7 +165,7 @@ async fn main() -> anyhow::Result<()> {
         percentile(&latencies, 1.0)
     );
     println!(
-        "  peak server RSS {:.1} MiB  (target <= 300)",
+        "  peak server RSS {:.1} MiB  (target <= 256)",
         peak_rss_kib as f64 / 1024.0
     );
     println!(
