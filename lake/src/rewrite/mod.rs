@@ -118,7 +118,9 @@ pub fn erase_rows(
     let mut touched = vec![false; metadata.num_row_groups()];
     for (group, hit) in touched.iter_mut().enumerate() {
         // A compacted file is sorted by session: its statistics rule out all but a group or two.
-        if !probe::may_hold(metadata.row_group(group), &leaves, session) {
+        if let Some(leaves) = &leaves
+            && !probe::may_hold(metadata.row_group(group), leaves, session)
+        {
             continue;
         }
         let probe = builder()
@@ -378,7 +380,8 @@ pub async fn delete_unlinked_copies(
         let path = object.location.as_ref();
         !live.contains(path) && path.ends_with(".parquet")
     });
-    // Two objects read and probed at a time: the probe is CPU on a blocking thread.
+    // Two objects probed at a time (footer and session columns, decoded on the async runtime:
+    // two dictionary columns), a whole file read only when that fails.
     let held: Vec<Option<object_store::ObjectMeta>> = futures::stream::iter(candidates)
         .map(|object| async move {
             let path = object.location.to_string();

@@ -54,7 +54,11 @@ pub async fn holds_session(
     let descriptor = metadata.file_metadata().schema_descr();
     let leaves = session_leaves(descriptor, &columns);
     let candidates: Vec<usize> = (0..metadata.num_row_groups())
-        .filter(|group| may_hold(metadata.row_group(*group), &leaves, session))
+        .filter(|group| {
+            leaves
+                .as_ref()
+                .is_none_or(|leaves| may_hold(metadata.row_group(*group), leaves, session))
+        })
         .collect();
     if candidates.is_empty() {
         return Ok(false);
@@ -74,13 +78,14 @@ pub async fn holds_session(
 }
 
 /// The leaf index of each session column (flat schemas: a root column is one leaf).
+/// `None` when a session column has no leaf of its name: then no statistics are trusted.
 pub(super) fn session_leaves(
     descriptor: &SchemaDescriptor,
     columns: &[(usize, &'static str)],
-) -> Vec<(usize, &'static str)> {
+) -> Option<Vec<(usize, &'static str)>> {
     columns
         .iter()
-        .filter_map(|(_, name)| {
+        .map(|(_, name)| {
             descriptor
                 .columns()
                 .iter()
@@ -92,15 +97,18 @@ pub(super) fn session_leaves(
 
 /// False only when the row group's statistics of every session column rule the session out
 /// (its minimum and maximum, or a null count of every row); a column without statistics rules
-/// nothing out. Truncated statistics stay
-/// bounds (the minimum is cut, the maximum rounded up), so the test stays safe.
+/// nothing out. Truncated statistics stay bounds (the minimum is cut, the maximum rounded up).
 pub(super) fn may_hold(
     group: &RowGroupMetaData,
     leaves: &[(usize, &str)],
     session: &SessionRows,
 ) -> bool {
     leaves.iter().any(|(leaf, name)| {
-        let Some(Statistics::ByteArray(statistics)) = group.column(*leaf).statistics() else {
+        let Some(statistics) = group.column(*leaf).statistics() else {
+            return true;
+        };
+        let deprecated = statistics.is_min_max_deprecated();
+        let Statistics::ByteArray(statistics) = statistics else {
             return true;
         };
         let (Some(min), Some(max)) = (statistics.min_opt(), statistics.max_opt()) else {
@@ -108,6 +116,10 @@ pub(super) fn may_hold(
             let rows = u64::try_from(group.num_rows()).ok();
             return statistics.null_count_opt().is_none() || statistics.null_count_opt() != rows;
         };
+        // The old min/max fields (other writers') were in signed byte order.
+        if deprecated {
+            return true;
+        }
         let within = |value: &str| min.data() <= value.as_bytes() && value.as_bytes() <= max.data();
         match *name {
             "reference" => within(&session.reference),

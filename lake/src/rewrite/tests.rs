@@ -293,3 +293,33 @@ async fn the_probe_fails_on_a_file_that_is_not_parquet() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn the_probe_finds_values_longer_than_the_truncated_statistics() {
+    // Statistics keep 64 bytes: these share a longer prefix, so the bounds are cut and rounded.
+    let prefix = "é".repeat(40);
+    let (low, held, high) = (
+        format!("{prefix}-a"),
+        format!("{prefix}-m"),
+        format!("{prefix}-z"),
+    );
+    let session = SessionRows {
+        reference: REFERENCE.to_owned(),
+        identifiers: HashSet::from([held.clone()]),
+    };
+    let (store, size) = stored_file(&[(&low, None), (&held, None), (&high, None)]).await;
+    assert!(
+        holds_session(&store, "f.parquet", size, &session)
+            .await
+            .expect("probe")
+    );
+    let absent = SessionRows {
+        reference: REFERENCE.to_owned(),
+        identifiers: HashSet::from([format!("{prefix}-q")]),
+    };
+    assert!(
+        !holds_session(&store, "f.parquet", size, &absent)
+            .await
+            .expect("probe")
+    );
+}
