@@ -5,10 +5,18 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// `telltale --version`: the release and the commit it was built from (see `build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TELLTALE_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "telltale",
-    version,
+    version = VERSION,
     about = "Behavioural scoring of survey sessions: human-like or automation-like"
 )]
 pub struct Cli {

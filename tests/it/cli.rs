@@ -254,3 +254,29 @@ fn settings_below_their_minimum_are_refused_when_parsed() {
     // Nothing was started or created.
     assert!(!dir.path().join("catalog.db").exists());
 }
+
+#[test]
+fn version_names_the_release_and_the_commit() {
+    let output = std::process::Command::new(crate::harness::BIN)
+        .arg("--version")
+        .output()
+        .expect("run telltale --version");
+    assert!(output.status.success());
+    let printed = String::from_utf8(output.stdout).expect("utf-8");
+    let expected_release = format!("telltale {} (commit ", env!("CARGO_PKG_VERSION"));
+    let commit = printed
+        .trim_end()
+        .strip_prefix(&expected_release)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("unexpected --version output: {printed:?}"));
+    // Built from this checkout: the commit is its HEAD.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
+    // (build.rs reruns when HEAD or its branch moves, so the test's build is HEAD's.)
+    assert_eq!(commit, head.as_deref().unwrap_or("unknown"));
+}
