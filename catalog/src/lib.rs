@@ -40,6 +40,16 @@ pub enum Error {
     #[error("catalog migration failed: {0}")]
     Migration(#[from] sqlx::migrate::MigrateError),
 
+    /// The catalog holds a migration this release does not know: a newer release migrated it.
+    /// CHANGELOG.md promises no downgrade over a migration, so the binary stops rather than
+    /// read a schema it does not know.
+    #[error(
+        "the catalog was migrated by a newer release of Telltale (its migration {applied}; this \
+         release knows migrations up to {known}): run that release, or restore the backup taken \
+         before the upgrade (CHANGELOG.md)"
+    )]
+    NewerCatalog { applied: i64, known: i64 },
+
     #[error("organization {0} does not exist")]
     OrganizationNotFound(String),
 
@@ -76,6 +86,27 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Applies `migrator`'s pending migrations to `pool`; a catalog that holds one it does not know
+/// is [`Error::NewerCatalog`].
+pub(crate) async fn migrate<'a, A>(migrator: &sqlx::migrate::Migrator, pool: A) -> Result<()>
+where
+    A: sqlx::Acquire<'a>,
+    <A::Connection as std::ops::Deref>::Target: sqlx::migrate::Migrate,
+{
+    match migrator.run(pool).await {
+        Ok(()) => Ok(()),
+        Err(sqlx::migrate::MigrateError::VersionMissing(applied)) => Err(Error::NewerCatalog {
+            applied,
+            known: migrator
+                .iter()
+                .map(|migration| migration.version)
+                .max()
+                .unwrap_or(0),
+        }),
+        Err(error) => Err(Error::Migration(error)),
+    }
+}
 
 /// Organizations, their integration keys (stored as hashes) and the per-key request limit.
 ///

@@ -47,7 +47,7 @@ impl SqliteCatalog {
             .max_connections(4)
             .connect_with(options)
             .await?;
-        MIGRATOR.run(&pool).await?;
+        crate::migrate(&MIGRATOR, &pool).await?;
         Ok(Self { pool })
     }
 }

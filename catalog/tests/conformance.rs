@@ -126,6 +126,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    a_catalog_migrated_by_a_newer_release_is_refused,
     keys_authenticate_until_revoked,
     provisioning_is_idempotent_per_organization,
     session_stats_aggregate_per_reference_and_watermark_advances,
@@ -941,4 +942,48 @@ async fn deletions_tombstone_at_once_and_retry_until_they_fail(fixture: Fixture)
         (DeletionStatus::Pending, 0)
     );
     assert_eq!(restarted.error, None);
+}
+
+/// A catalog that a newer release migrated (a migration this binary does not know) is refused
+/// on open with an error that says so, not read (CHANGELOG.md: no downgrade over a migration).
+async fn a_catalog_migrated_by_a_newer_release_is_refused(fixture: Fixture) {
+    use sqlx::Connection;
+    if fixture.url.starts_with("sqlite:") {
+        let mut connection = sqlx::SqliteConnection::connect(&fixture.url)
+            .await
+            .expect("connect");
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+             VALUES (99999, 'from a newer release', TRUE, X'00', 0)",
+        )
+        .execute(&mut connection)
+        .await
+        .expect("insert");
+    } else {
+        let mut connection = sqlx::PgConnection::connect(&fixture.url)
+            .await
+            .expect("connect");
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+             VALUES (99999, 'from a newer release', TRUE, '\\x00'::bytea, 0)",
+        )
+        .execute(&mut connection)
+        .await
+        .expect("insert");
+    }
+    let refused = catalog::open(&fixture.url).await;
+    match refused {
+        Err(Error::NewerCatalog { applied, known }) => {
+            assert_eq!(applied, 99999);
+            assert!((1..99999).contains(&known), "{known}");
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("a catalog migrated by a newer release was opened"),
+    }
+    let message = catalog::open(&fixture.url)
+        .await
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(message.contains("newer release"), "{message}");
 }

@@ -52,7 +52,7 @@ impl PgCatalog {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        MIGRATOR.run(&pool).await?;
+        crate::migrate(&MIGRATOR, &pool).await?;
         Ok(Self { pool })
     }
 }
