@@ -44,10 +44,21 @@ pub const HAND_SET_MODEL_JSON: &str = include_str!("../../models/telltale-v1.jso
 /// How many reasons a score carries.
 pub const REASONS_PER_SCORE: usize = 3;
 
+/// The model file format this release reads: a file's `format` (absent: 1) above it was
+/// written for a newer release and is refused with [`ModelError::NewerFormat`]. Raised when a
+/// file gains a field an older release would misread; a field older releases may ignore does
+/// not need it.
+pub const MODEL_FORMAT: u32 = 1;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("model file is not valid: {0}")]
     Parse(#[from] serde_json::Error),
+    #[error(
+        "the model file is of format {found}, written for a newer release of Telltale; this \
+         release reads formats up to {known}"
+    )]
+    NewerFormat { found: u32, known: u32 },
     #[error("model names an unknown feature {0:?}")]
     UnknownFeature(String),
     #[error("model bands must satisfy 0 <= review_from <= human_from <= 100")]
@@ -65,6 +76,9 @@ pub enum ModelError {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Model {
+    /// The file's format (see [`MODEL_FORMAT`]); absent in files of format 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<u32>,
     /// Names the exact model file: reported as `modelVersion` with every score.
     pub version: String,
     pub description: String,
@@ -215,6 +229,19 @@ impl Model {
 
     /// Parses and checks a model file.
     pub fn from_json(json: &str) -> Result<Model, ModelError> {
+        // The format first, on its own: a newer file's other fields may not parse here.
+        #[derive(Deserialize)]
+        struct Format {
+            #[serde(default)]
+            format: Option<u32>,
+        }
+        let found = serde_json::from_str::<Format>(json)?.format.unwrap_or(1);
+        if found > MODEL_FORMAT {
+            return Err(ModelError::NewerFormat {
+                found,
+                known: MODEL_FORMAT,
+            });
+        }
         let mut model: Model = serde_json::from_str(json)?;
         let index = |name: &str| {
             Features::NAMES

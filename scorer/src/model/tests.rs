@@ -638,3 +638,30 @@ fn a_model_files_numbers_parse_exactly_so_a_split_at_a_training_value_goes_left(
         .expect("feature");
     assert_eq!(model.contributions(&features)[index], 1.0);
 }
+
+#[test]
+fn a_model_file_of_a_newer_format_is_refused_before_its_fields_are_read() {
+    // A field this release does not know would fail the parse; the format is read first.
+    let newer = r#"{"format":2,"version":"t","description":"","bias":0,
+        "bands":{"review_from":30,"human_from":70},"terms":[],"a_field_of_format_2":[]}"#;
+    match Model::from_json(newer) {
+        Err(ModelError::NewerFormat { found, known }) => {
+            assert_eq!((found, known), (2, MODEL_FORMAT));
+        }
+        other => panic!("not refused as a newer format: {other:?}"),
+    }
+    let message = Model::from_json(newer)
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(message.contains("newer release"), "{message}");
+    // Format 1, stated or not (every file before the field), reads as before.
+    for format in ["", r#""format":1,"#] {
+        let current = format!(
+            r#"{{{format}"version":"t","description":"","bias":0,
+                "bands":{{"review_from":30,"human_from":70}},"terms":[]}}"#
+        );
+        Model::from_json(&current).expect("a format-1 model");
+    }
+    assert!(Model::default_model().expect("built-in").format.is_none());
+}
