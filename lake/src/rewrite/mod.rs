@@ -385,7 +385,6 @@ pub async fn delete_unlinked_copies(
     let held: Vec<Option<object_store::ObjectMeta>> = futures::stream::iter(candidates)
         .map(|object| async move {
             let path = object.location.to_string();
-            // Footer and session columns first; the whole file only when that fails.
             if let Ok(holds) = holds_session(lake.store(), &path, object.size, session).await {
                 return Ok(holds.then_some(object));
             }
