@@ -30,6 +30,10 @@
 //! the spare with zeros to 40 MiB and syncs it first, so that a new segment, or a recycled one
 //! longer than its predecessor, is written in place too.
 //!
+//! The folder's `FORMAT` file names the version of this format ([`FORMAT`]); a log of a newer
+//! version is refused on open, before any segment is read, and a folder without the file is
+//! format 1 (written before the file existed).
+//!
 //! The parts: `record` (the format), `segment` (segment files, the spare and recycling, the
 //! folder's lock and syncs), `writer` (the writer thread: group commit, rolls, recovery after a
 //! failed sync), `replay` (reading the log back on open); this module is the handle, truncation
@@ -55,8 +59,8 @@ mod replay;
 mod segment;
 mod writer;
 
-pub use record::WalRecord;
 use record::*;
+pub use record::{FORMAT, WalRecord};
 use replay::*;
 use segment::*;
 use writer::*;
@@ -69,6 +73,15 @@ const MAX_FREE_FILES: usize = 3;
 pub enum WalError {
     #[error("write-ahead log i/o error: {0}")]
     Io(#[from] io::Error),
+    /// The log was written by a newer release: its records may not read as this one expects.
+    #[error(
+        "the write-ahead log is in format {found}, written by a newer release of Telltale (this \
+         release reads formats up to {known}): run that release, or `telltale drain` with it \
+         to move the log into the lake before downgrading (CHANGELOG.md)"
+    )]
+    NewerFormat { found: u32, known: u32 },
+    #[error("the write-ahead log's FORMAT file says {0:?}, which is not a format number")]
+    UnknownFormat(String),
     #[error("write-ahead log is shut down")]
     Closed,
     #[error("write-ahead log record is too large")]
@@ -178,6 +191,7 @@ impl Wal {
             }
         }
         let lock = lock_dir(dir)?;
+        check_format(dir)?;
         adopt_spare(dir)?;
         remove_free_files(dir)?;
         let recovered = replay(dir)?;

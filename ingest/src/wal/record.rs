@@ -5,6 +5,47 @@ use super::*;
 
 pub(super) const HEADER_LEN: usize = 8;
 
+/// The version of the record format, written to the log folder's `FORMAT` file. Raise it with
+/// any change to the bytes of a record or a segment, and keep reading every earlier version a
+/// release promises to open (CHANGELOG.md).
+pub const FORMAT: u32 = 1;
+
+/// The file in the log folder that names the format of its segments. A folder without it was
+/// written before the file existed, in format 1.
+pub(super) const FORMAT_FILE: &str = "FORMAT";
+
+/// Checks the format of the log in `dir` and, when the folder does not say it yet, records
+/// [`FORMAT`] there durably. A newer format is refused before any segment is read: a release
+/// that replayed records it cannot parse would stop at the first and lose the rest.
+pub(super) fn check_format(dir: &Path) -> Result<(), WalError> {
+    let path = dir.join(FORMAT_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => {
+            let found: u32 = text
+                .trim()
+                .parse()
+                .map_err(|_| WalError::UnknownFormat(text.trim().to_owned()))?;
+            if found > FORMAT {
+                return Err(WalError::NewerFormat {
+                    found,
+                    known: FORMAT,
+                });
+            }
+            Ok(())
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            let staging = dir.join(format!("{FORMAT_FILE}.new"));
+            let mut file = File::create(&staging)?;
+            io::Write::write_all(&mut file, format!("{FORMAT}\n").as_bytes())?;
+            file.sync_all()?;
+            fs::rename(&staging, &path)?;
+            sync_dir(dir)?;
+            Ok(())
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// One accepted batch, as logged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalRecord {

@@ -73,6 +73,47 @@ async fn one_process_at_a_time_opens_a_log() {
 }
 
 #[tokio::test]
+async fn the_log_names_its_format_and_refuses_a_newer_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let format_file = dir.path().join(FORMAT_FILE);
+    {
+        let (wal, _) = open_log(dir.path());
+        wal.append(append("before", "{}")).await.expect("append");
+    }
+    assert_eq!(
+        fs::read_to_string(&format_file).expect("FORMAT written"),
+        format!("{FORMAT}\n")
+    );
+
+    // A log of a release before the file existed: format 1, replayed, and the file added.
+    fs::remove_file(&format_file).expect("remove FORMAT");
+    {
+        let (_, recovered) = open_log(dir.path());
+        assert_eq!(lsns_of(&recovered), vec![1]);
+    }
+    assert!(format_file.exists());
+
+    // A newer release's log is refused before a segment is read, and left as it was.
+    fs::write(&format_file, format!("{}\n", FORMAT + 1)).expect("write FORMAT");
+    let segments = list_segments(dir.path()).expect("list");
+    let (sink, _) = collecting_sink();
+    match Wal::open(dir.path(), sink) {
+        Err(error @ WalError::NewerFormat { .. }) => {
+            let text = error.to_string();
+            assert!(text.contains("newer release"), "{text}");
+        }
+        other => panic!("expected NewerFormat, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(list_segments(dir.path()).expect("list"), segments);
+    fs::write(&format_file, "one\n").expect("write FORMAT");
+    let (sink, _) = collecting_sink();
+    assert!(matches!(
+        Wal::open(dir.path(), sink),
+        Err(WalError::UnknownFormat(text)) if text == "one"
+    ));
+}
+
+#[tokio::test]
 async fn appended_records_replay_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
     {

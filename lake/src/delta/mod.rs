@@ -42,6 +42,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 pub use publish::{Publication, Upload};
+pub use schema::{TABLE_FORMAT, TABLE_FORMAT_PROPERTY};
 
 use crate::{Store, TableKind};
 use deltalake_core::DeltaTable;

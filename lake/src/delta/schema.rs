@@ -15,6 +15,41 @@ use deltalake_core::{DeltaTable, DeltaTableError, TableProperty};
 
 use super::Table;
 
+/// The version of the layout of the lake's tables (their columns' meaning, partitioning and
+/// the files' encoding), kept in each table's Delta configuration as [`TABLE_FORMAT_PROPERTY`]
+/// when the table is created. Raise it with a change an older release would misread; columns
+/// added at the end (`add_missing_columns`) are not such a change. A table without the property
+/// was created before it existed, in format 1.
+pub const TABLE_FORMAT: u32 = 1;
+
+/// The table property that holds [`TABLE_FORMAT`]. Delta readers ignore properties they do not
+/// know (the `delta.` prefix is Delta's own).
+pub const TABLE_FORMAT_PROPERTY: &str = "telltale.tableFormat";
+
+/// Refuses a table a newer release created in a format this one does not know.
+fn check_table_format(kind: TableKind, table: &DeltaTable) -> Result<(), LakeError> {
+    let Some(text) = table
+        .snapshot()?
+        .metadata()
+        .configuration()
+        .get(TABLE_FORMAT_PROPERTY)
+    else {
+        return Ok(());
+    };
+    match text.trim().parse::<u32>() {
+        Ok(found) if found <= TABLE_FORMAT => Ok(()),
+        Ok(found) => Err(LakeError::NewerTableFormat {
+            table: kind.as_str(),
+            found,
+            known: TABLE_FORMAT,
+        }),
+        Err(_) => Err(LakeError::Schema(format!(
+            "the {} table's {TABLE_FORMAT_PROPERTY} is {text:?}, not a format number",
+            kind.as_str()
+        ))),
+    }
+}
+
 /// The partition columns of a table.
 pub(super) fn partition_columns(kind: TableKind) -> &'static [&'static str] {
     match kind {
@@ -154,6 +189,8 @@ impl Table {
                 .with_partition_columns(partition_columns(kind).iter().copied())
                 // Old commit files go only after a checkpoint we have synced (`checkpoint`).
                 .with_configuration_property(TableProperty::EnableExpiredLogCleanup, Some("false"))
+                .with_configuration([(TABLE_FORMAT_PROPERTY, Some(TABLE_FORMAT.to_string()))])
+                .with_raise_if_key_not_exists(false)
                 .with_save_mode(SaveMode::ErrorIfExists)
                 .await;
             match created {
@@ -170,6 +207,8 @@ impl Table {
             lake.sync_delta_log(kind.as_str(), 0).await?;
             table.load().await?;
         }
+        // Before anything is written to it: a newer release's table is not evolved here.
+        check_table_format(kind, &table)?;
         let table = add_missing_columns(lake, kind, feature_names, table).await?;
         Ok(Table {
             kind,

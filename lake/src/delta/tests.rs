@@ -31,6 +31,36 @@ fn paths(files: &[LiveFile]) -> Vec<String> {
 }
 
 #[tokio::test]
+async fn a_table_names_its_format_and_one_of_a_newer_release_is_refused() {
+    let (dir, lake) = lake().await;
+    drop(
+        Table::open(&lake, TableKind::Scores, &[], retention())
+            .await
+            .expect("create"),
+    );
+    let first = dir
+        .path()
+        .join("scores/_delta_log/00000000000000000000.json");
+    let log = std::fs::read_to_string(&first).expect("the first commit");
+    let written = format!("\"{TABLE_FORMAT_PROPERTY}\":\"{TABLE_FORMAT}\"");
+    assert!(log.contains(&written), "{log}");
+    // Reopened as it is: the same format.
+    Table::open(&lake, TableKind::Scores, &[], retention())
+        .await
+        .expect("reopen");
+
+    let newer = format!("\"{TABLE_FORMAT_PROPERTY}\":\"{}\"", TABLE_FORMAT + 1);
+    std::fs::write(&first, log.replace(&written, &newer)).expect("rewrite the commit");
+    match Table::open(&lake, TableKind::Scores, &[], retention()).await {
+        Err(error @ crate::LakeError::NewerTableFormat { .. }) => {
+            assert!(error.to_string().contains("newer release"), "{error}");
+        }
+        Err(other) => panic!("expected NewerTableFormat, got {other}"),
+        Ok(_) => panic!("a newer table format was opened"),
+    }
+}
+
+#[tokio::test]
 async fn an_append_with_an_application_transaction_commits_once() {
     let (dir, lake) = lake().await;
     let table = Table::open(&lake, TableKind::Events, &[], retention())
