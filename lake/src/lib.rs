@@ -29,7 +29,7 @@ pub mod store;
 pub mod tables;
 
 pub use delta::{Change, Committed, LiveFile, NewFile, Publication, Table, Upload};
-pub use store::{LakeError, Store};
+pub use store::{LakeError, Store, is_unreachable};
 pub use tables::TableKind;
 
 /// The lake: its object store and its three tables. Cheap to clone; clones share the tables'

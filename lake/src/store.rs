@@ -30,10 +30,54 @@ pub enum LakeError {
          before the lake's tables were Delta tables and needs a fresh start (docs/lake.md)"
     )]
     PreDelta(String),
+    /// A table created by a newer release in a format this one does not know.
+    #[error(
+        "the lake's {table} table is in format {found}, created by a newer release of Telltale \
+         (this release knows formats up to {known}): run that release (CHANGELOG.md)"
+    )]
+    NewerTableFormat {
+        table: &'static str,
+        found: u32,
+        known: u32,
+    },
     #[error("unsupported lake url {0:?} (expected s3://bucket[/prefix], file:///path or a folder)")]
     UnsupportedUrl(String),
     #[error("lake i/o error: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Whether `error` (or an error it was caused by) is the object store not answering: a
+/// connection refused, reset or timed out after the client's retries. Such a failure says
+/// nothing about what was asked, and the same request is worth making again later.
+pub fn is_unreachable(error: &(dyn std::error::Error + 'static)) -> bool {
+    use object_store::client::{HttpError, HttpErrorKind};
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(http) = error.downcast_ref::<HttpError>()
+            && matches!(
+                http.kind(),
+                HttpErrorKind::Connect
+                    | HttpErrorKind::Request
+                    | HttpErrorKind::Timeout
+                    | HttpErrorKind::Interrupted
+            )
+        {
+            return true;
+        }
+        if let Some(io) = error.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::TimedOut
+            )
+        {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// The lake's object store, plus what durability needs to know about it.

@@ -311,6 +311,11 @@ fn ingest_error(error: IngestError) -> ApiError {
                 "the event log cannot be written right now; retry shortly".to_owned(),
             )
         }
+        // The log is closed: the instance is shutting down, and another (or this one once
+        // restarted) takes the batch.
+        IngestError::Wal(_) => {
+            ApiError::Unavailable("the collector is shutting down; retry shortly".to_owned())
+        }
         // The tracking key could not be looked up: 503 while the catalog is unreachable.
         IngestError::Catalog(error) => ApiError::from(error),
         other => ApiError::internal("could not store the batch", other),

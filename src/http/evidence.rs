@@ -4,6 +4,8 @@
 //! session, or one whose deletion was requested (at once, before the erasure runs), is 404.
 //! What it returns is read from the lake by `scorer::evidence`.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -52,6 +54,7 @@ pub struct EvidenceEnvelope {
         (status = 403, description = "key lacks sessions:read", body = ErrorBody),
         (status = 404, description = "survey missing or another organization's, no session captured for the reference, or its deletion requested", body = ErrorBody),
         (status = 429, body = ErrorBody),
+        (status = 503, description = "the catalog or the lake is unavailable; `Retry-After` says when to retry", body = ErrorBody),
     )
 )]
 pub async fn get_evidence(
@@ -63,6 +66,24 @@ pub async fn get_evidence(
     let survey = owned_survey(&state, &auth, &survey_id).await?;
     let evidence = session_evidence(&state, &survey, &reference).await?;
     Ok(Json(EvidenceEnvelope { data: evidence }))
+}
+
+/// How long a request waits for the lake. The object store's client retries a refused
+/// connection for much longer (a background flush should outlast an outage); a client waiting on
+/// an answer is better served by a 503 it retries, as it is during a catalog outage.
+const LAKE_READ_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Whether the lake answers a probe within a second: a failed read of a store that answers is
+/// a fault of ours (500), of one that does not an outage (503).
+async fn lake_answers(state: &AppState) -> bool {
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), state.lake.probe()).await,
+        Ok(Ok(()))
+    )
+}
+
+fn lake_unavailable() -> ApiError {
+    ApiError::Unavailable("the lake is unavailable; retry shortly".to_owned())
 }
 
 /// The normalized reference and its linked identifiers, when it names a captured session whose
@@ -102,16 +123,34 @@ pub async fn session_evidence(
 ) -> Result<SessionEvidence, ApiError> {
     let (reference, identifiers) = captured_session(state, survey, reference).await?;
     let scorer = state.scoring.scorer();
-    let evidence = scorer::evidence::read(
+    let read = scorer::evidence::read(
         &scorer.lake,
         &scorer.query,
         &scorer.model,
         survey.as_str(),
         &reference,
         &identifiers,
-    )
-    .await
-    .map_err(|error| ApiError::internal("reading the session's evidence failed", error))?;
+    );
+    let evidence = match tokio::time::timeout(LAKE_READ_DEADLINE, read).await {
+        Ok(Ok(evidence)) => evidence,
+        Ok(Err(error)) if !lake::is_unreachable(&error) && lake_answers(state).await => {
+            return Err(ApiError::internal(
+                "reading the session's evidence failed",
+                error,
+            ));
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "lake unavailable");
+            return Err(lake_unavailable());
+        }
+        Err(_) => {
+            tracing::warn!(
+                deadline_secs = LAKE_READ_DEADLINE.as_secs(),
+                "the lake did not answer an evidence read in time"
+            );
+            return Err(lake_unavailable());
+        }
+    };
     if evidence.timeline.event_count == 0 {
         // Linked, but nothing of it has reached the lake (or all of it was erased).
         return Err(ApiError::NotFound(

@@ -110,6 +110,36 @@ impl TestServer {
         TestServer::start_on(root, Some(stores), extra_args, &[]).await
     }
 
+    /// Starts a server on `stores` (a database and bucket made with
+    /// [`ScaleOutStores::create_with`] on servers of the test's own), with `env` besides the
+    /// stores' own.
+    pub(crate) async fn start_on_stores(
+        scratch: tempfile::TempDir,
+        stores: ScaleOutStores,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
+        TestServer::start_on(scratch, Some(Arc::new(stores)), extra_args, env).await
+    }
+
+    /// Starts a server on a data dir already filled under `root` (`root/data`, as a fixture of
+    /// an earlier release left it), with `key`, an integration key its catalog holds: no
+    /// bootstrap key is printed on a catalog that has one.
+    pub(crate) async fn start_on_existing(
+        root: tempfile::TempDir,
+        key: &str,
+        extra_args: &[&str],
+    ) -> TestServer {
+        let mut server = TestServer::start_on(root, None, extra_args, &[]).await;
+        server.bootstrap_key = Some(key.to_owned());
+        server
+    }
+
+    /// A temporary folder for a server's data dir and scratch files.
+    pub(crate) fn new_root() -> tempfile::TempDir {
+        new_root()
+    }
+
     /// Starts another instance, on a data dir (and log) of its own, sharing `first`'s catalog
     /// and lake, as a second server behind a load balancer would. It uses `first`'s key.
     pub(crate) async fn start_sharing(first: &TestServer, extra_args: &[&str]) -> TestServer {

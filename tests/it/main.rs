@@ -23,6 +23,7 @@ mod limits;
 mod lookup;
 mod openapi_fuzz;
 mod operations;
+mod outage;
 mod provisioning;
 mod quality;
 mod rate_limit;

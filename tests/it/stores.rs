@@ -106,6 +106,7 @@ pub(crate) fn aws_env(endpoint: &str) -> Vec<(String, String)> {
 
 /// One server's PostgreSQL database and S3 bucket, removed when dropped.
 pub(crate) struct ScaleOutStores {
+    admin_url: String,
     database: String,
     pub(crate) catalog_url: String,
     bucket: String,
@@ -122,6 +123,15 @@ impl ScaleOutStores {
 
     /// On the PostgreSQL server of `admin_url` (a database URL there) instead of the default.
     pub(crate) async fn create_on(scratch: &Path, admin_url: &str) -> ScaleOutStores {
+        ScaleOutStores::create_with(scratch, admin_url, &shared_moto().endpoint).await
+    }
+
+    /// On the PostgreSQL server of `admin_url` and the S3 server at `endpoint`.
+    pub(crate) async fn create_with(
+        scratch: &Path,
+        admin_url: &str,
+        endpoint: &str,
+    ) -> ScaleOutStores {
         let suffix = random_suffix();
         let database = format!("telltale_it_{suffix}");
         psql(admin_url, &format!("CREATE DATABASE {database}"));
@@ -129,14 +139,14 @@ impl ScaleOutStores {
             Some((server, _)) => format!("{server}/{database}"),
             None => panic!("TELLTALE_TEST_POSTGRES_URL needs a database path"),
         };
-        let moto = shared_moto();
         let bucket = format!("telltale-it-{suffix}");
-        create_bucket(&moto.endpoint, &bucket).await;
+        create_bucket(endpoint, &bucket).await;
         ScaleOutStores {
+            admin_url: admin_url.to_owned(),
             database,
             catalog_url,
             bucket,
-            endpoint: moto.endpoint.clone(),
+            endpoint: endpoint.to_owned(),
             mirrors: scratch.join("lake-mirrors"),
             mirror_count: Mutex::new(0),
         }
@@ -210,7 +220,7 @@ impl Drop for ScaleOutStores {
     fn drop(&mut self) {
         // Best effort: a database left behind only costs disk space on the test machine.
         let _ = Command::new("psql")
-            .args(["-X", "-q", "-d", &postgres_admin_url(), "-c"])
+            .args(["-X", "-q", "-d", &self.admin_url, "-c"])
             .arg(format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",
                 self.database
@@ -238,6 +248,37 @@ s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                   aws_access_key_id="testing", aws_secret_access_key="testing")
 s3.put_object(Bucket=bucket, Key=key, Body=sys.stdin.buffer.read())
 "#;
+
+/// Loads a `pg_dump` file into a new database on the test server; returns its URL and name.
+pub(crate) fn restore_postgres_dump(dump: &Path) -> (String, String) {
+    let admin_url = postgres_admin_url();
+    let database = format!("telltale_it_{}", random_suffix());
+    psql(&admin_url, &format!("CREATE DATABASE {database}"));
+    let url = match admin_url.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{database}"),
+        None => panic!("TELLTALE_TEST_POSTGRES_URL needs a database path"),
+    };
+    let output = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url, "-f"])
+        .arg(dump)
+        .output()
+        .expect("run psql (PostgreSQL's client)");
+    assert!(
+        output.status.success(),
+        "loading {} failed: {}",
+        dump.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (url, database)
+}
+
+/// Drops a database of the test server (best effort, as the stores' own drop does).
+pub(crate) fn drop_database(database: &str) {
+    let _ = Command::new("psql")
+        .args(["-X", "-q", "-d", &postgres_admin_url(), "-c"])
+        .arg(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        .output();
+}
 
 /// Runs one statement with `psql`; returns unaligned rows separated by `|`.
 fn psql(url: &str, sql: &str) -> String {
@@ -417,4 +458,95 @@ pub(crate) fn start_moto_on(port: u16) -> MotoServer {
         std::thread::sleep(Duration::from_millis(100));
     }
     moto
+}
+
+/// A moto S3 server whose HTTP server can be stopped and started again on the same port while
+/// its process, and so every bucket and object, lives on: an S3 endpoint going away (connections
+/// refused) and coming back with its data, as a real one does. Exits with the test process.
+pub(crate) struct RestartableMoto {
+    child: Child,
+    stdin: ChildStdin,
+    port: u16,
+    pub(crate) endpoint: String,
+}
+
+const MOTO_RESTARTABLE: &str = r#"
+import sys
+from moto.server import ThreadedMotoServer
+port = int(sys.argv[1])
+def serve():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    return server
+server = serve()
+for line in sys.stdin:
+    if line.strip() == "stop" and server is not None:
+        server.stop()
+        server = None
+    elif line.strip() == "start" and server is None:
+        server = serve()
+if server is not None:
+    server.stop()
+"#;
+
+impl RestartableMoto {
+    pub(crate) fn start() -> RestartableMoto {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind a free port")
+            .local_addr()
+            .expect("address")
+            .port();
+        let mut child = Command::new("python3")
+            .args(["-c", MOTO_RESTARTABLE, &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto's server (pip install 'moto[server]'; .ci/run does)");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let moto = RestartableMoto {
+            child,
+            stdin,
+            port,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        moto.wait_until(true);
+        moto
+    }
+
+    /// Stops the HTTP server: from the return on, connections are refused.
+    pub(crate) fn stop(&mut self) {
+        self.command("stop");
+        self.wait_until(false);
+    }
+
+    /// Starts the HTTP server again, with every bucket as it was.
+    pub(crate) fn resume(&mut self) {
+        self.command("start");
+        self.wait_until(true);
+    }
+
+    fn command(&mut self, command: &str) {
+        writeln!(self.stdin, "{command}").expect("write to moto's stdin");
+        self.stdin.flush().expect("flush moto's stdin");
+    }
+
+    fn wait_until(&self, accepting: bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() != accepting {
+            assert!(
+                Instant::now() < deadline,
+                "moto's server did not {}",
+                if accepting { "start" } else { "stop" }
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for RestartableMoto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

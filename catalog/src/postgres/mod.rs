@@ -42,6 +42,9 @@ pub struct PgCatalog {
 
 type Tx<'c> = sqlx::Transaction<'c, Postgres>;
 
+/// See [`PgCatalog::open`].
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl PgCatalog {
     /// Connects to `url` (`postgres://...`) and applies pending migrations. Concurrent
     /// instances starting together are safe: sqlx's migrator holds an advisory lock.
@@ -49,7 +52,10 @@ impl PgCatalog {
         let options = PgConnectOptions::from_str(url)?.application_name("telltale");
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(10))
+            // How long a request waits for a connection, including sqlx's retries of a refused
+            // one: while PostgreSQL restarts, an integrator gets a 503 with `Retry-After` within
+            // this, as the readiness check (2 s) reports it, instead of a request held for long.
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
         crate::migrate(&MIGRATOR, &pool).await?;

@@ -130,6 +130,17 @@ pub enum RunError {
     Join(#[from] tokio::task::JoinError),
 }
 
+impl RunError {
+    /// Whether the run failed because a store did not answer (the catalog unavailable, the
+    /// object store unreachable), as opposed to what it read.
+    fn is_outage(&self) -> bool {
+        match self {
+            RunError::Catalog(error) => error.is_unavailable(),
+            other => lake::is_unreachable(other),
+        }
+    }
+}
+
 impl<E: Into<RunError>> From<E> for Stop {
     fn from(error: E) -> Self {
         Stop::Failed(error.into())
@@ -145,6 +156,17 @@ pub enum RunEnd {
 }
 
 impl Scorer {
+    /// Whether the catalog or the lake fails to answer a probe within 2 s: a run that failed
+    /// then failed for the outage, not for what it read.
+    async fn a_store_is_down(&self) -> bool {
+        let within = std::time::Duration::from_secs(2);
+        let (catalog, lake) = tokio::join!(
+            tokio::time::timeout(within, self.catalog.ping()),
+            tokio::time::timeout(within, self.lake.probe()),
+        );
+        !matches!(catalog, Ok(Ok(()))) || !matches!(lake, Ok(Ok(())))
+    }
+
     /// Claims `run` and works it to its end. `on_progress` sees every counter update.
     pub async fn execute(
         &self,
@@ -167,6 +189,16 @@ impl Scorer {
         let outcome = match outcome {
             Ok(()) => RunOutcome::Completed,
             Err(Stop::Canceled) => RunOutcome::Canceled,
+            // A store that does not answer fails no run: the run stays `running` under this
+            // worker's name, and the janitor resumes it (as after a crash) once it answers.
+            Err(Stop::Failed(error)) if error.is_outage() || self.a_store_is_down().await => {
+                tracing::warn!(
+                    run = %claimed.id,
+                    %error,
+                    "scoring run paused: a store is unavailable; it resumes when the store answers"
+                );
+                return Ok(RunEnd::Abandoned);
+            }
             Err(Stop::Failed(error)) => {
                 tracing::warn!(run = %claimed.id, %error, "scoring run failed");
                 RunOutcome::Failed {
