@@ -33,3 +33,4 @@ mod routes;
 mod s3_lake;
 mod scoring;
 mod tombstone;
+mod upgrade;

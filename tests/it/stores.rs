@@ -23,7 +23,7 @@ pub(crate) fn scale_out() -> bool {
     }
 }
 
-fn postgres_admin_url() -> String {
+pub(crate) fn postgres_admin_url() -> String {
     std::env::var("TELLTALE_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
