@@ -1,28 +1,36 @@
-//! Soak under faults: `cargo bench --bench soak` (about 2.5 minutes).
+//! Soak under faults: `cargo bench --bench soak` (about 2.5 minutes; the long soak of
+//! benches/README.md sets `BENCH_SOAK_SECONDS=7200 BENCH_SOAK_FAULT_EVERY=180`).
 //!
 //! Two release `telltale serve` instances on a PostgreSQL catalog and an S3 lake (moto), as a
 //! fleet behind a load balancer, take collector batches in an open loop at `BENCH_SOAK_RATE`
 //! requests per second (by default half of what the two took at full speed, measured first for
-//! 10 s with 64 connections), alternating between them, while:
+//! 10 s with 64 connections), alternating between them, while every `BENCH_SOAK_FAULT_EVERY`
+//! seconds (default a fifth of the run) one fault strikes, in turn:
 //!
-//! - at 30 s the second instance is killed with SIGKILL, and restarted on the same port and data
-//!   dir 3 s later;
-//! - at 60 s PostgreSQL is restarted (`pg_ctl restart -m fast`). The cluster is the benchmark's
-//!   own (`initdb` into a temporary folder, a port of its own), so nothing else on the machine
-//!   loses its database.
+//! - an instance is killed with SIGKILL (the two alternate), and restarted on the same port and
+//!   data dir 3 s later;
+//! - PostgreSQL stops (`pg_ctl stop -m fast`) and starts again 2 s later. The cluster is the
+//!   benchmark's own (`initdb` into a temporary folder, a port of its own), so nothing else on
+//!   the machine loses its database;
+//! - moto's HTTP server stops for 5 s (connections refused; its buckets live on);
+//! - the instances' log disks are full for 5 s: writes to their `wal/` folders fail with ENOSPC
+//!   (the `LD_PRELOAD` shim of tests/faults), so the collector answers 503 and acknowledges
+//!   nothing meanwhile.
 //!
-//! Every 100 ms a prober asks each instance for `/status/health` and looks up ten sessions.
-//! After `BENCH_SOAK_SECONDS` (default 120) of load both instances are stopped with SIGTERM, the
-//! bucket is read with DuckDB, and the run fails unless every acknowledged batch is in the lake
-//! exactly once (each batch's 20 events carry its session and sequence number), no batch is
-//! there twice, and health and lookups answered outside the restart windows (from the fault to
-//! 5 s after the service is back).
+//! Every 100 ms a prober asks each instance for `/status/health` and looks up ten sessions;
+//! every second each instance's RSS and open files are sampled. After `BENCH_SOAK_SECONDS`
+//! (default 120) of load both instances are stopped with SIGTERM, the bucket is read with
+//! DuckDB, and the run fails unless every acknowledged batch is in the lake exactly once (each
+//! batch's 20 events carry its session and sequence number), no batch is there twice, health
+//! and lookups answered outside the fault windows (from the fault to 5 s after the service is
+//! back), and RSS and open files stayed flat (the last quarter's peak within 1.5 times the
+//! second quarter's, plus 64 MiB or 32 files).
 //!
 //! Needs PostgreSQL's server binaries (`/usr/lib/postgresql/*/bin`), run as the `postgres` user
-//! when the benchmark runs as root, moto (`pip install 'moto[server]'`) and DuckDB's Python
-//! package.
+//! when the benchmark runs as root, moto (`pip install 'moto[server]'`), DuckDB's Python
+//! package and a C compiler (for the shim).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,117 +49,6 @@ mod stores;
 
 const EVENTS_PER_BATCH: u64 = 20;
 const BATCHES_PER_SESSION: u64 = 50;
-const PG_PORT: u16 = 55_432;
-
-/// A PostgreSQL cluster of the benchmark's own, removed when dropped.
-struct PrivatePostgres {
-    bin: PathBuf,
-    dir: tempfile::TempDir,
-    as_postgres: bool,
-}
-
-impl PrivatePostgres {
-    fn start() -> anyhow::Result<PrivatePostgres> {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .context("PostgreSQL's server binaries are not installed")?
-            .flatten()
-            .map(|entry| entry.path().join("bin"))
-            .filter(|bin| bin.join("initdb").exists())
-            .max()
-            .context("no initdb under /usr/lib/postgresql")?;
-        let dir = tempfile::tempdir()?;
-        let as_postgres =
-            String::from_utf8(Command::new("id").arg("-u").output()?.stdout)?.trim() == "0";
-        let postgres = PrivatePostgres {
-            bin,
-            dir,
-            as_postgres,
-        };
-        if as_postgres {
-            let status = Command::new("chown")
-                .args(["-R", "postgres"])
-                .arg(postgres.dir.path())
-                .status()?;
-            anyhow::ensure!(status.success(), "chown of the cluster folder failed");
-        }
-        postgres.run("initdb", &["-A", "trust", "-U", "postgres", "-D"], true)?;
-        postgres.pg_ctl("start")?;
-        let status = Command::new(postgres.bin.join("createdb"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &PG_PORT.to_string(),
-                "-U",
-                "postgres",
-                "test",
-            ])
-            .status()?;
-        anyhow::ensure!(status.success(), "createdb failed");
-        Ok(postgres)
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    fn run(&self, tool: &str, args: &[&str], with_data: bool) -> anyhow::Result<()> {
-        let mut command = if self.as_postgres {
-            let mut command = Command::new("runuser");
-            command
-                .args(["-u", "postgres", "--"])
-                .arg(self.bin.join(tool));
-            command
-        } else {
-            Command::new(self.bin.join(tool))
-        };
-        command.args(args);
-        if with_data {
-            command.arg(self.data());
-        }
-        let output = command.output()?;
-        if !output.status.success() {
-            bail!("{tool} failed: {}", String::from_utf8_lossy(&output.stderr));
-        }
-        Ok(())
-    }
-
-    fn pg_ctl(&self, action: &str) -> anyhow::Result<()> {
-        let options = format!(
-            "-p {PG_PORT} -c listen_addresses=127.0.0.1 -k {}",
-            self.dir.path().display()
-        );
-        // The server's output goes to a file: on a pipe, waiting for pg_ctl would wait for the
-        // server to exit.
-        let log = self.dir.path().join("log");
-        self.run(
-            "pg_ctl",
-            &[
-                action,
-                "-w",
-                "-m",
-                "fast",
-                "-o",
-                &options,
-                "-l",
-                log.to_str().context("utf-8 path")?,
-                "-D",
-            ],
-            true,
-        )
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{PG_PORT}/test")
-    }
-}
-
-impl Drop for PrivatePostgres {
-    fn drop(&mut self) {
-        let _ = self.run("pg_ctl", &["stop", "-m", "immediate", "-D"], true);
-    }
-}
-
 /// A batch of 20 pointer events whose `x` is its sequence number in the session and whose `y`
 /// is the event's index: the lake shows which batch each row came from.
 fn batch(session_start: i64, sequence: u64) -> String {
@@ -198,16 +95,30 @@ fn now_millis() -> i64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let seconds: u64 = env_number("BENCH_SOAK_SECONDS", 120);
-    let kill_at = Duration::from_secs(seconds / 4);
-    let pg_restart_at = Duration::from_secs(seconds / 2);
+    let every = Duration::from_secs(env_number("BENCH_SOAK_FAULT_EVERY", (seconds / 5).max(1)));
+    let first_fault = every;
 
-    let postgres = Arc::new(PrivatePostgres::start()?);
+    let postgres = Arc::new(stores::PrivatePostgres::create());
+    let moto = stores::RestartableMoto::start();
     let scratch = tempfile::tempdir()?;
-    let stores = stores::ScaleOutStores::create_on(scratch.path(), &postgres.url()).await;
+    let stores =
+        stores::ScaleOutStores::create_with(scratch.path(), &postgres.url(), &moto.endpoint).await;
+    // The log-disk fault: writes under any `/wal/` folder fail while `full` exists.
+    let shim = compile_shim(scratch.path())?;
+    let full = scratch.path().join("full");
+    let never = scratch.path().join("never");
     let lake_url = stores.lake_url();
     let ports = [free_port()?, free_port()?];
     let data_dirs = [scratch.path().join("a"), scratch.path().join("b")];
-    let (catalog_url, env) = (stores.catalog_url.clone(), stores.env());
+    let (catalog_url, mut env) = (stores.catalog_url.clone(), stores.env());
+    for (name, value) in [
+        ("LD_PRELOAD", shim.display().to_string()),
+        ("TELLTALE_FAULT_FULL", full.display().to_string()),
+        ("TELLTALE_FAULT_FLAG", never.display().to_string()),
+        ("TELLTALE_FAULT_PATH", "/wal/".to_owned()),
+    ] {
+        env.push((name.to_owned(), value));
+    }
     let start_instance = move |index: usize| -> anyhow::Result<Server> {
         let bind = format!("127.0.0.1:{}", ports[index]);
         start_server_with_env(
@@ -265,6 +176,7 @@ async fn main() -> anyhow::Result<()> {
         }
     };
 
+    let duration = Duration::from_secs(seconds);
     let outcomes = Arc::new(Mutex::new(Outcomes::default()));
     let probes = Arc::new(Mutex::new(Vec::<Probe>::new()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -272,11 +184,14 @@ async fn main() -> anyhow::Result<()> {
     // When each fault began and when the service was back: the windows probes are excused in.
     let windows = Arc::new(Mutex::new(Vec::<(Duration, Duration)>::new()));
 
-    // Each instance's peak resident memory, sampled every 100 ms by the prober.
+    // Each instance's peak resident memory, sampled every 100 ms by the prober, and its RSS and
+    // open files every second.
     let peaks = Arc::new(Mutex::new([0u64; 2]));
+    let usage = Arc::new(Mutex::new(Vec::<Usage>::new()));
     // The prober: health and a lookup of ten sessions on each instance, every 100 ms.
     let prober = {
         let (instances, peaks) = (Arc::clone(&instances), Arc::clone(&peaks));
+        let usage = Arc::clone(&usage);
         let (client, bases, key, survey_id) = (
             client.clone(),
             bases.clone(),
@@ -287,7 +202,14 @@ async fn main() -> anyhow::Result<()> {
         tokio::spawn(async move {
             let references: Vec<String> = (0..10).map(session_id).collect();
             let body = serde_json::json!({ "externalReferences": references });
+            let mut round = 0u64;
             while !stop.load(Ordering::Relaxed) {
+                if round.is_multiple_of(10) {
+                    usage
+                        .lock()
+                        .push(sample_usage(&instances, started.elapsed()));
+                }
+                round += 1;
                 for base in &bases {
                     let health = client.get(format!("{base}/status/health"));
                     let lookup = client
@@ -317,48 +239,70 @@ async fn main() -> anyhow::Result<()> {
         })
     };
 
-    // The faults, on their own task.
+    // The faults, on their own task, one every `every`, in turn.
     let faults = {
         let (instances, windows) = (Arc::clone(&instances), Arc::clone(&windows));
-        let start_second = move || start_instance(1);
+        let start_again = start_instance;
         let postgres = Arc::clone(&postgres);
-        tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-            std::thread::sleep(kill_at.saturating_sub(started.elapsed()));
-            let fault = started.elapsed();
-            if let Some(mut second) = instances.lock()[1].take() {
-                second.child.kill()?;
-                second.child.wait()?;
+        let mut moto = moto;
+        let full = full.clone();
+        tokio::task::spawn_blocking(move || -> anyhow::Result<stores::RestartableMoto> {
+            let mut round = 0u32;
+            loop {
+                let at = every * (round + 1);
+                // None closer to the end than 15 s: the service must be back before the load
+                // stops.
+                if at + Duration::from_secs(15) > duration {
+                    return Ok(moto);
+                }
+                std::thread::sleep(at.saturating_sub(started.elapsed()));
+                let fault = started.elapsed();
+                let what = match round % 4 {
+                    0 => {
+                        let index = ((round / 4) % 2) as usize;
+                        if let Some(mut server) = instances.lock()[index].take() {
+                            server.child.kill()?;
+                            server.child.wait()?;
+                        }
+                        std::thread::sleep(Duration::from_secs(3));
+                        let restarted = start_again(index)?;
+                        instances.lock()[index] = Some(restarted);
+                        format!("instance {} SIGKILLed", index + 1)
+                    }
+                    1 => {
+                        postgres.stop();
+                        std::thread::sleep(Duration::from_secs(2));
+                        postgres.start();
+                        "PostgreSQL stopped".to_owned()
+                    }
+                    2 => {
+                        moto.stop();
+                        std::thread::sleep(Duration::from_secs(5));
+                        moto.resume();
+                        "S3 (moto) stopped".to_owned()
+                    }
+                    _ => {
+                        std::fs::write(&full, b"")?;
+                        std::thread::sleep(Duration::from_secs(5));
+                        std::fs::remove_file(&full)?;
+                        "the log disks full".to_owned()
+                    }
+                };
+                windows
+                    .lock()
+                    .push((fault, started.elapsed() + Duration::from_secs(5)));
+                println!(
+                    "soak: {what} at {:.1} s, back at {:.1} s",
+                    fault.as_secs_f64(),
+                    started.elapsed().as_secs_f64()
+                );
+                round += 1;
             }
-            std::thread::sleep(Duration::from_secs(3));
-            let restarted = start_second()?;
-            instances.lock()[1] = Some(restarted);
-            windows
-                .lock()
-                .push((fault, started.elapsed() + Duration::from_secs(5)));
-            println!(
-                "soak: second instance SIGKILLed at {:.1} s, serving again at {:.1} s",
-                fault.as_secs_f64(),
-                started.elapsed().as_secs_f64()
-            );
-
-            std::thread::sleep(pg_restart_at.saturating_sub(started.elapsed()));
-            let fault = started.elapsed();
-            postgres.pg_ctl("restart")?;
-            windows
-                .lock()
-                .push((fault, started.elapsed() + Duration::from_secs(5)));
-            println!(
-                "soak: PostgreSQL restarted at {:.1} s, back at {:.1} s",
-                fault.as_secs_f64(),
-                started.elapsed().as_secs_f64()
-            );
-            Ok(())
         })
     };
 
     // The load: an open loop, alternating instances; each session 50 batches.
     let interval = Duration::from_secs_f64(1.0 / rate);
-    let duration = Duration::from_secs(seconds);
     let in_flight = Arc::new(tokio::sync::Semaphore::new(512));
     let session_start = now_millis() - 3_600_000;
     let mut sent: u64 = 0;
@@ -412,7 +356,7 @@ async fn main() -> anyhow::Result<()> {
         sample_peaks(&instances, &peaks);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    faults.await??;
+    let _moto = faults.await??;
     let load_seconds = started.elapsed().as_secs_f64();
 
     // SIGTERM both (each flushes what its log holds), then read the bucket.
@@ -454,7 +398,7 @@ async fn main() -> anyhow::Result<()> {
         let mut baseline: Vec<Duration> = probes
             .iter()
             .filter(|p| {
-                p.kind == kind && p.ok && p.at < kill_at.saturating_sub(Duration::from_secs(5))
+                p.kind == kind && p.ok && p.at < first_fault.saturating_sub(Duration::from_secs(5))
             })
             .map(|p| p.latency)
             .collect();
@@ -505,6 +449,13 @@ async fn main() -> anyhow::Result<()> {
         peaks[0] as f64 / 1024.0,
         peaks[1] as f64 / 1024.0
     );
+    let usage = usage.lock().clone();
+    for (name, failure) in flatness(&usage, duration) {
+        if let Some(failure) = failure {
+            failures.push(failure);
+        }
+        println!("soak: {name}");
+    }
     for (from, to) in &windows {
         println!(
             "soak: excused window {:.1}-{:.1} s",
@@ -521,6 +472,89 @@ async fn main() -> anyhow::Result<()> {
     } else {
         bail!("soak failed: {}", failures.join("; "))
     }
+}
+
+/// Both instances' resident memory (KiB) and open files at one moment (0 for one not running).
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    at: Duration,
+    rss_kib: [u64; 2],
+    files: [u64; 2],
+}
+
+fn sample_usage(instances: &Mutex<[Option<Server>; 2]>, at: Duration) -> Usage {
+    let instances = instances.lock();
+    let mut usage = Usage {
+        at,
+        rss_kib: [0; 2],
+        files: [0; 2],
+    };
+    for (index, server) in instances.iter().enumerate() {
+        if let Some(server) = server {
+            let pid = server.child.id();
+            usage.rss_kib[index] = rss_kib(pid);
+            usage.files[index] = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .map_or(0, |entries| entries.count() as u64);
+        }
+    }
+    usage
+}
+
+/// Each instance's peak RSS and open files in each quarter of the run, one line per measure,
+/// with a failure when the last quarter's peak exceeds 1.5 times the second's plus a margin
+/// (64 MiB, 32 files): what a leak would show. The first quarter is the warm-up.
+fn flatness(usage: &[Usage], duration: Duration) -> Vec<(String, Option<String>)> {
+    let quarter = |at: Duration| ((at.as_secs_f64() / duration.as_secs_f64()) * 4.0) as usize;
+    let mut lines = Vec::new();
+    for (measure, margin) in [("RSS MiB", 64.0), ("open files", 32.0)] {
+        for instance in 0..2 {
+            let mut peaks = [0.0f64; 4];
+            for sample in usage {
+                let value = if measure == "open files" {
+                    sample.files[instance] as f64
+                } else {
+                    sample.rss_kib[instance] as f64 / 1024.0
+                };
+                let slot = quarter(sample.at).min(3);
+                peaks[slot] = peaks[slot].max(value);
+            }
+            let failure = (peaks[3] > peaks[1] * 1.5 + margin).then(|| {
+                format!(
+                    "instance {}'s {measure} grew: {:.0} in the second quarter, {:.0} in the last",
+                    instance + 1,
+                    peaks[1],
+                    peaks[3]
+                )
+            });
+            lines.push((
+                format!(
+                    "instance {} {measure} peak by quarter: {:.0}, {:.0}, {:.0}, {:.0}",
+                    instance + 1,
+                    peaks[0],
+                    peaks[1],
+                    peaks[2],
+                    peaks[3]
+                ),
+                failure,
+            ));
+        }
+    }
+    lines
+}
+
+/// Compiles tests/faults/fsync_shim.c into `dir`; returns the library.
+fn compile_shim(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/faults/fsync_shim.c");
+    let library = dir.join("fsync_shim.so");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&library)
+        .arg(source)
+        .arg("-ldl")
+        .status()
+        .context("run cc")?;
+    anyhow::ensure!(status.success(), "compiling the fault shim failed");
+    Ok(library)
 }
 
 /// Raises each running instance's peak resident memory (KiB) to what it holds now.
