@@ -64,6 +64,13 @@ pub fn is_unreachable(error: &(dyn std::error::Error + 'static)) -> bool {
         {
             return true;
         }
+        // The Delta kernel's object-store error names no source: look inside it.
+        if let Some(buoyant_kernel::Error::ObjectStore(store)) =
+            error.downcast_ref::<buoyant_kernel::Error>()
+            && is_unreachable(store)
+        {
+            return true;
+        }
         if let Some(io) = error.downcast_ref::<std::io::Error>()
             && matches!(
                 io.kind(),
@@ -332,4 +339,42 @@ fn sync_file_and_parents(root: &Path, file: &Path) -> std::io::Result<()> {
         directory = dir.parent();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::client::{HttpError, HttpErrorKind};
+
+    fn http_error(kind: HttpErrorKind, cause: std::io::ErrorKind) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(HttpError::new(kind, std::io::Error::from(cause))),
+        }
+    }
+
+    fn refused(kind: HttpErrorKind) -> object_store::Error {
+        http_error(kind, std::io::ErrorKind::ConnectionRefused)
+    }
+
+    #[test]
+    fn a_store_that_does_not_answer_is_told_from_a_failed_request() {
+        // Through the Delta kernel, whose error hides its cause from `source()`.
+        let through_kernel = LakeError::Delta(deltalake_core::DeltaTableError::KernelError(
+            buoyant_kernel::Error::ObjectStore(refused(HttpErrorKind::Connect)),
+        ));
+        assert!(is_unreachable(&through_kernel));
+        assert!(is_unreachable(&LakeError::Store(refused(
+            HttpErrorKind::Timeout
+        ))));
+        let missing = LakeError::Store(object_store::Error::NotFound {
+            path: "events/x.parquet".to_owned(),
+            source: "no such file".into(),
+        });
+        assert!(!is_unreachable(&missing));
+        assert!(!is_unreachable(&LakeError::Store(http_error(
+            HttpErrorKind::Decode,
+            std::io::ErrorKind::InvalidData
+        ))));
+    }
 }
