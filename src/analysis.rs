@@ -65,7 +65,9 @@ pub fn build_scorer(
     })
 }
 
-async fn open_storage(storage: &StorageArgs) -> anyhow::Result<(Arc<dyn Catalog>, Lake)> {
+pub(crate) async fn open_storage(
+    storage: &StorageArgs,
+) -> anyhow::Result<(Arc<dyn Catalog>, Lake)> {
     std::fs::create_dir_all(&storage.data_dir)
         .with_context(|| format!("creating data dir {}", storage.data_dir.display()))?;
     let url = storage.catalog_url();

@@ -141,6 +141,36 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Copy this deployment (the catalog, the lake's tables and this data dir's write-ahead
+    /// log) into a new folder, consistently, while its server runs (docs/backup.md).
+    ///
+    /// The log is held (no segment is retired) while the lake's tables are copied, each as of
+    /// one version, then the catalog (SQLite's `VACUUM INTO`, or `pg_dump` for PostgreSQL), then
+    /// the log's segments. Restored, the log replays what the lake copy lacks.
+    Backup {
+        /// The folder to write: new, or empty.
+        #[arg(long, value_name = "FOLDER")]
+        to: PathBuf,
+        /// Print the backup's manifest as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restore a backup into this (empty) data dir, catalog and lake; then start `serve` on
+    /// them. Every deletion in the backup is done again, and with `--tombstones-from` the
+    /// deletions requested after the backup are requested too: no erased session comes back.
+    Restore {
+        /// The backup's folder (`telltale backup --to`).
+        #[arg(long, value_name = "FOLDER")]
+        from: PathBuf,
+        /// A catalog that holds the deletions requested since the backup, usually the one the
+        /// backup was taken from (`sqlite:///path` or `postgres://...`); read only for its
+        /// tombstones.
+        #[arg(long, value_name = "CATALOG_URL")]
+        tombstones_from: Option<String>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Merge small events files into large ones sorted by session (what `serve` does in the
     /// background every `--compaction-interval-secs`).
     Compact {

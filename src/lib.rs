@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod analysis;
+pub mod backup;
 pub mod cli;
 pub mod erasure;
 pub mod http;
@@ -77,6 +78,12 @@ pub fn run() -> anyhow::Result<()> {
                 as_of,
             } => analysis::sql(&cli.storage, &query, format, as_of.as_deref()).await,
             cli::Command::Drain { json } => server::drain(&cli.storage, json).await,
+            cli::Command::Backup { to, json } => backup::backup(&cli.storage, &to, json).await,
+            cli::Command::Restore {
+                from,
+                tombstones_from,
+                json,
+            } => backup::restore(&cli.storage, &from, tombstones_from.as_deref(), json).await,
             cli::Command::Compact {
                 survey,
                 target_rows,

@@ -293,6 +293,12 @@ pub trait Deletions: Send + Sync {
     /// Tombstones with an id above `after`, oldest first.
     async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>>;
 
+    /// Sets every deletion, whatever its status, back to `pending` with its attempts reset, so
+    /// that the erasure worker erases each session again; answers how many. A restored
+    /// deployment does this: its lake and log were copied at other moments than its catalog, and
+    /// may hold rows of a session its catalog says was erased.
+    async fn redo_deletions(&self) -> Result<u64>;
+
     /// Tombstones the reference and records a pending deletion, in one transaction, or returns
     /// the deletion that exists. A `failed` deletion requested again starts over as `pending`
     /// with its attempts reset.
@@ -395,6 +401,11 @@ pub trait Fleet: Send + Sync {
     /// Makes deleted rows unrecoverable from the catalog's own files (for SQLite: deleted
     /// content is zeroed on delete, and this empties its write-ahead log).
     async fn scrub(&self) -> Result<()>;
+
+    /// Writes a consistent copy of the whole catalog, as of one moment, to a new file at `path`
+    /// while it is in use, and answers true (SQLite: `VACUUM INTO`); a backend that another
+    /// tool copies (PostgreSQL: `pg_dump`, which `telltale backup` runs) answers false.
+    async fn copy_into(&self, path: &std::path::Path) -> Result<bool>;
 
     /// Folds the backend's own log into its main storage after a burst of writes, if nothing
     /// prevents it right now; returns whether it did (for SQLite: a `TRUNCATE` checkpoint, so

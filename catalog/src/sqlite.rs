@@ -441,6 +441,18 @@ crate::shared::impl_deletions!(SqliteCatalog, {
 });
 
 crate::shared::impl_fleet!(SqliteCatalog, {
+    async fn copy_into(&self, path: &std::path::Path) -> Result<bool> {
+        // One read transaction: the copy is the database as of its start, whatever the
+        // server writes meanwhile; the new file holds no free pages of deleted rows.
+        // (`telltale backup` refuses a folder whose path is not UTF-8.)
+        let target = path.to_string_lossy();
+        sqlx::query("VACUUM INTO $1")
+            .bind(target.as_ref())
+            .execute(&self.pool)
+            .await?;
+        Ok(true)
+    }
+
     async fn claim_compaction(
         &self,
         survey: &SurveyId,

@@ -139,6 +139,7 @@ conformance!(
     a_deletion_is_claimed_by_one_instance,
     a_partition_is_compacted_by_one_instance_at_a_time,
     an_erasure_waits_for_live_instances_that_have_not_purged,
+    a_restore_redoes_every_deletion_and_sqlite_copies_itself,
 );
 
 const REFERENCE: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
@@ -986,4 +987,67 @@ async fn a_catalog_migrated_by_a_newer_release_is_refused(fixture: Fixture) {
         .map(|error| error.to_string())
         .unwrap_or_default();
     assert!(message.contains("newer release"), "{message}");
+}
+
+/// What a restore relies on (`telltale restore`, docs/backup.md): every deletion, completed or
+/// not, goes back to pending with its tombstone kept; SQLite writes a copy of itself that opens
+/// as a catalog with the same rows, and PostgreSQL leaves the copy to `pg_dump`.
+async fn a_restore_redoes_every_deletion_and_sqlite_copies_itself(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    catalog
+        .request_session_deletion(&survey.id, REFERENCE)
+        .await
+        .expect("request");
+    assert!(
+        catalog
+            .claim_deletion(&survey.id, REFERENCE, "w", 60_000)
+            .await
+            .expect("claim")
+    );
+    assert!(
+        catalog
+            .complete_deletion(&survey.id, REFERENCE, "w")
+            .await
+            .expect("complete")
+    );
+    assert_eq!(catalog.redo_deletions().await.expect("redo"), 1);
+    let deletion = catalog
+        .session_deletion(&survey.id, REFERENCE)
+        .await
+        .expect("deletion")
+        .expect("exists");
+    assert_eq!(
+        (deletion.status, deletion.attempts, deletion.owner),
+        (DeletionStatus::Pending, 0, None)
+    );
+    assert_eq!(
+        catalog.tombstones_after(0).await.expect("tombstones").len(),
+        1
+    );
+
+    let folder = tempfile::tempdir().expect("temp dir");
+    let copy = folder.path().join("copy.db");
+    let copied = catalog.copy_into(&copy).await.expect("copy");
+    assert_eq!(copied, fixture.url.starts_with("sqlite:"));
+    if copied {
+        let reopened = catalog::open(&format!("sqlite://{}", copy.display()))
+            .await
+            .expect("the copy opens");
+        assert!(
+            reopened
+                .survey_by_id(&survey.id)
+                .await
+                .expect("survey")
+                .is_some()
+        );
+        assert_eq!(
+            reopened
+                .tombstones_after(0)
+                .await
+                .expect("tombstones")
+                .len(),
+            1
+        );
+    }
 }

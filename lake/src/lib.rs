@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::ObjectStore;
 
+pub mod backup;
 mod bucket_prefix;
 pub mod compaction;
 pub mod delta;

@@ -135,6 +135,45 @@ impl TestServer {
         server
     }
 
+    /// The catalog's URL, as `--catalog` and `--tombstones-from` take it.
+    pub(crate) fn catalog_url(&self) -> String {
+        match &self.scale_out {
+            Some(stores) => stores.catalog_url.clone(),
+            None => format!("sqlite://{}", self.data_dir.join("catalog.db").display()),
+        }
+    }
+
+    /// Runs `telltale ARGS` on a deployment no server runs on yet: the data dir `root/data`,
+    /// and `stores` when given (else the embedded default).
+    pub(crate) fn cli_on(
+        root: &Path,
+        stores: Option<&ScaleOutStores>,
+        args: &[&str],
+    ) -> std::process::Output {
+        let mut command = telltale_command();
+        command.args(args).arg("--data-dir").arg(root.join("data"));
+        if let Some(stores) = stores {
+            command
+                .args(["--catalog", &stores.catalog_url])
+                .args(["--lake", &stores.lake_url()])
+                .envs(stores.env());
+        }
+        command.output().expect("run telltale")
+    }
+
+    /// Starts a server on stores a command already filled (a restore): `root/data`, and
+    /// `stores` when given; `key` is an integration key their catalog holds.
+    pub(crate) async fn start_restored(
+        root: tempfile::TempDir,
+        stores: Option<ScaleOutStores>,
+        key: &str,
+        extra_args: &[&str],
+    ) -> TestServer {
+        let mut server = TestServer::start_on(root, stores.map(Arc::new), extra_args, &[]).await;
+        server.bootstrap_key = Some(key.to_owned());
+        server
+    }
+
     /// A temporary folder for a server's data dir and scratch files.
     pub(crate) fn new_root() -> tempfile::TempDir {
         new_root()

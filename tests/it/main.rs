@@ -5,6 +5,7 @@
 mod harness;
 mod stores;
 
+mod backup;
 mod browser;
 mod cli;
 mod cohort;

@@ -495,6 +495,10 @@ crate::shared::impl_deletions!(PgCatalog, {
 });
 
 crate::shared::impl_fleet!(PgCatalog, {
+    async fn copy_into(&self, _path: &std::path::Path) -> Result<bool> {
+        Ok(false)
+    }
+
     async fn claim_compaction(
         &self,
         survey: &SurveyId,

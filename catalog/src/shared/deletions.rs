@@ -9,6 +9,19 @@ macro_rules! impl_deletions {
         impl $crate::Deletions for $backend {
             $($own)*
 
+            async fn redo_deletions(&self) -> Result<u64> {
+                let now = now_millis();
+                let done = sqlx::query(
+                    "UPDATE session_deletions SET
+                         status = 'pending', attempts = 0, error = NULL, completed_at = NULL,
+                         updated_at = $1, next_attempt_at = $1, owner = NULL, lease_until = NULL",
+                )
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+                Ok(done.rows_affected())
+            }
+
             async fn tombstones_after(&self, after: i64) -> Result<Vec<Tombstone>> {
                 let rows = sqlx::query(
                     "SELECT id, survey_id, reference, created_at FROM tombstones WHERE id > $1 ORDER BY id",

@@ -294,6 +294,11 @@ impl Wal {
     /// being written is never touched. Returns how many segments were retired.
     pub fn truncate_through(&self, through_lsn: u64) -> Result<usize, WalError> {
         let dir = &self.shared.dir;
+        // A backup copying the log holds it: nothing is retired meanwhile (a purge then finds
+        // its segments still there and is retried).
+        let Some(_hold) = try_hold_shared(dir)? else {
+            return Ok(0);
+        };
         let segments = list_segments(dir)?;
         let mut retired = 0;
         let mut failure = None;
@@ -366,6 +371,38 @@ impl Wal {
     pub fn discard_recycled(&self) -> Result<(), WalError> {
         discard_recycled(&self.shared)
     }
+}
+
+/// The file a backup locks, exclusively, while it copies the log's segments; truncation takes it
+/// shared and without waiting, and retires nothing while a backup holds it. Between the backup's
+/// copy of the lake and its copy of the log, no record the lake copy lacks can leave the log.
+pub const HOLD_FILE: &str = "HOLD";
+
+fn open_hold(dir: &Path) -> io::Result<File> {
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(HOLD_FILE))
+}
+
+/// The shared hold truncation takes, or `None` while a backup holds the log.
+fn try_hold_shared(dir: &Path) -> Result<Option<File>, WalError> {
+    let file = open_hold(dir)?;
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Some(file)),
+        Err(fs::TryLockError::WouldBlock) => Ok(None),
+        Err(fs::TryLockError::Error(error)) => Err(error.into()),
+    }
+}
+
+/// Holds the log in `dir` for a backup until the returned file is dropped: waits for a
+/// truncation under way to end, and stops every later one (of a running server, or of `telltale
+/// drain`) from retiring a segment. Blocking; call it off the async runtime.
+pub fn hold_for_backup(dir: &Path) -> Result<File, WalError> {
+    let file = open_hold(dir)?;
+    file.lock()?;
+    Ok(file)
 }
 
 /// A purge of the log under way (see [`Wal::start_purge`]). Recycling resumes when it is

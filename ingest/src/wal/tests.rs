@@ -114,6 +114,21 @@ async fn the_log_names_its_format_and_refuses_a_newer_one() {
 }
 
 #[tokio::test]
+async fn a_backup_hold_keeps_every_segment_until_released() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (wal, _) = open_log(dir.path());
+    wal.append(append("a", "{}")).await.expect("append");
+    wal.roll_now().await.expect("roll");
+    wal.append(append("b", "{}")).await.expect("append");
+    let held = list_segments(dir.path()).expect("list");
+    let hold = hold_for_backup(dir.path()).expect("hold");
+    assert_eq!(wal.truncate_through(wal.last_lsn()).expect("truncate"), 0);
+    assert_eq!(list_segments(dir.path()).expect("list"), held);
+    drop(hold);
+    assert_eq!(wal.truncate_through(1).expect("truncate"), 1);
+}
+
+#[tokio::test]
 async fn appended_records_replay_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
