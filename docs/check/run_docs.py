@@ -3,7 +3,7 @@
 
     python3 docs/check/run_docs.py [-v] [--list] [--keep] [--bin PATH] [DOCUMENT ...]
 
-The documents (README.md, docs/lake.md, docs/operations.md, clients/python/README.md and
+The documents (README.md, docs/lake.md, docs/operations.md, docs/backup.md, clients/python/README.md and
 clients/typescript/README.md unless others are named) are read from the working tree, their
 fenced code blocks extracted and run in order, each document on its own, and the outputs the
 documents show are compared with what the commands print. `.ci/run` runs it after the clients'
@@ -139,6 +139,7 @@ DOCUMENTS = [
     "README.md",
     "docs/lake.md",
     "docs/operations.md",
+    "docs/backup.md",
     "clients/python/README.md",
     "clients/typescript/README.md",
 ]
