@@ -119,7 +119,15 @@ async fn a_backup_under_load_restores_every_batch_before_it_and_no_erased_sessio
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // At least 80 batches acknowledged before the backup begins, however busy the machine.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acknowledged.lock().expect("acknowledged").len() < 80 {
+        assert!(
+            Instant::now() < deadline,
+            "the load is not being acknowledged"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let folder = tempfile::tempdir().expect("temp dir");
     let backup_dir = folder.path().join("backup");
