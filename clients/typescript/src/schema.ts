@@ -1444,7 +1444,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            /** @description the catalog or the lake is unavailable; `Retry-After` says when to retry */
             503: {
                 headers: {
                     /** @description whole seconds to wait before retrying */
