@@ -11,23 +11,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::deletion::{request_deletion, wait_deletion_done};
-use crate::harness::{TestServer, duckdb_query, new_uuid, now_millis};
+use crate::harness::{TestServer, duckdb_query, new_uuid};
 use crate::stores::ScaleOutStores;
 
 const EVENTS_PER_BATCH: u64 = 10;
 
-/// Ten pointer events whose `x` is the batch's number and `y` the event's.
 fn numbered_batch(number: u64) -> String {
-    let start = now_millis();
-    let events: Vec<String> = (0..EVENTS_PER_BATCH)
-        .map(|i| {
-            format!(
-                r#"{{"type":"pointermove","timestamp":{},"data":{{"x":{number},"y":{i},"pointerType":"mouse","trusted":true}}}}"#,
-                start + i as i64
-            )
-        })
-        .collect();
-    format!(r#"{{"events":[{}]}}"#, events.join(","))
+    crate::harness::numbered_batch(number, EVENTS_PER_BATCH)
 }
 
 /// `(reference, batch number)` of every batch in the lake, each with its row count.

@@ -1075,6 +1075,16 @@ pub(crate) fn session_event(timestamp: i64, session_id: &str, interview_id: &str
     )
 }
 
+/// `count` pointer events whose `x` is a batch's `number` and `y` each event's index: the lake
+/// shows which batch a row came from.
+pub(crate) fn numbered_batch(number: u64, count: u64) -> String {
+    let start = now_millis();
+    let events: Vec<String> = (0..count)
+        .map(|i| pointermove(start + i as i64, number as i32, i as i32))
+        .collect();
+    batch(&events)
+}
+
 /// `{"events":[...]}` from raw event texts.
 pub(crate) fn batch(events: &[String]) -> String {
     format!(r#"{{"events":[{}]}}"#, events.join(","))

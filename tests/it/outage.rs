@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Reply, TestServer, duckdb_query, new_uuid, now_millis, send};
+use crate::harness::{Reply, TestServer, duckdb_query, new_uuid, send};
 use crate::stores::{PrivatePostgres, RestartableMoto, ScaleOutStores};
 
 /// One answer the loads got: when (seconds from the start of the load), to what, and how.
@@ -69,19 +69,8 @@ impl Load {
 
 const EVENTS_PER_BATCH: u64 = 10;
 
-/// Ten pointer events whose `x` is the batch's number in its session and `y` the event's.
 fn numbered_batch(number: u64) -> String {
-    let start = now_millis();
-    let events: Vec<String> = (0..EVENTS_PER_BATCH)
-        .map(|i| {
-            format!(
-                r#"{{"type":"pointermove","timestamp":{},"data":{{"x":{number},"y":{},"pointerType":"mouse","trusted":true}}}}"#,
-                start + i as i64,
-                i
-            )
-        })
-        .collect();
-    format!(r#"{{"events":[{}]}}"#, events.join(","))
+    crate::harness::numbered_batch(number, EVENTS_PER_BATCH)
 }
 
 /// Four sessions, a batch every 20 ms in turn, until told to stop.
