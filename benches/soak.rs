@@ -19,16 +19,17 @@
 //!
 //! Every 100 ms a prober asks each instance for `/status/health` and looks up ten sessions;
 //! every second each instance's RSS and open files are sampled. After `BENCH_SOAK_SECONDS`
-//! (default 120) of load both instances are stopped with SIGTERM, the bucket is read with
-//! DuckDB, and the run fails unless every acknowledged batch is in the lake exactly once (each
-//! batch's 20 events carry its session and sequence number), no batch is there twice, health
+//! (default 120) of load both instances are stopped with SIGTERM, the events table's last
+//! snapshot (its live files, listed by Python's deltalake from a copy of the bucket) is read
+//! with DuckDB, and the run fails unless every acknowledged batch is in the lake exactly once
+//! (each batch's 20 events carry its session and sequence number), no batch is there twice, health
 //! and lookups answered outside the fault windows (from the fault to 5 s after the service is
 //! back), and RSS and open files stayed flat (the last quarter's peak within 1.5 times the
 //! second quarter's, plus 64 MiB or 32 files).
 //!
 //! Needs PostgreSQL's server binaries (`/usr/lib/postgresql/*/bin`), run as the `postgres` user
-//! when the benchmark runs as root, moto (`pip install 'moto[server]'`), DuckDB's Python
-//! package and a C compiler (for the shim).
+//! when the benchmark runs as root, moto (`pip install 'moto[server]'`), the Python packages
+//! duckdb and deltalake, and a C compiler (for the shim).
 
 use std::path::Path;
 use std::process::Command;
@@ -386,8 +387,9 @@ async fn main() -> anyhow::Result<()> {
     let probes = probes.lock();
     let excused = |at: Duration| windows.iter().any(|(from, to)| at >= *from && at <= *to);
     println!(
-        "soak: lake: {} rows; acknowledged batches missing {}, batches twice {}, batches with other than {EVENTS_PER_BATCH} events {}; unanswered batches present {}",
+        "soak: lake: {} rows in {} live files; acknowledged batches missing {}, batches twice {}, batches with other than {EVENTS_PER_BATCH} events {}; unanswered batches present {}",
         verdict.rows,
+        verdict.files,
         verdict.missing,
         verdict.duplicated,
         verdict.partial,
@@ -586,6 +588,8 @@ struct Verdict {
     /// Batches in the lake that were not acknowledged (sent without an answer).
     unacknowledged_present: u64,
     rows: u64,
+    /// Live files of the events table's last snapshot.
+    files: u64,
 }
 
 fn verify_lake(
@@ -603,7 +607,7 @@ fn verify_lake(
     let sql = format!(
         "WITH lake AS (
              SELECT session_id, CAST(x AS BIGINT) AS x, count(*) AS n, count(DISTINCT y) AS events
-             FROM read_parquet('{lake}/events/survey_id=*/**/*.parquet', hive_partitioning = true)
+             FROM read_parquet(@FILES@, hive_partitioning = true)
              WHERE session_id LIKE '50a50a50-%'
              GROUP BY session_id, x),
          acked AS (SELECT DISTINCT session_id, CAST(x AS BIGINT) AS x FROM read_csv_auto('{acked}'))
@@ -613,15 +617,21 @@ fn verify_lake(
              (SELECT count(*) FROM lake WHERE n < {EVENTS_PER_BATCH} OR events <> {EVENTS_PER_BATCH}) AS partial,
              (SELECT count(*) FROM lake LEFT JOIN acked USING (session_id, x) WHERE acked.x IS NULL) AS unacknowledged_present,
              (SELECT coalesce(sum(n), 0) FROM lake) AS rows",
-        lake = lake.display(),
         acked = acknowledged.display(),
     );
+    // The events table's live files in its last snapshot (Python's deltalake), not a listing of
+    // the bucket: files a compaction replaced or a killed writer uploaded stay there until the
+    // vacuum, and would count twice.
     let output = Command::new("python3")
         .args([
             "-c",
-            "import duckdb, sys; duckdb.execute('SET enable_progress_bar = false'); \
-             print(' '.join(str(int(v)) for v in duckdb.sql(sys.argv[1]).fetchall()[0]))",
+            "import deltalake, duckdb, sys; duckdb.execute('SET enable_progress_bar = false'); \
+             files = deltalake.DeltaTable(sys.argv[2]).file_uris(); \
+             listed = '[' + ','.join(\"'\" + f.replace(\"'\", \"''\") + \"'\" for f in files) + ']'; \
+             print(len(files), ' '.join(str(int(v)) for v in \
+                 duckdb.sql(sys.argv[1].replace('@FILES@', listed)).fetchall()[0]))",
             &sql,
+            &lake.join("events").display().to_string(),
         ])
         .output()?;
     anyhow::ensure!(
@@ -641,10 +651,19 @@ fn verify_lake(
                 .with_context(|| format!("DuckDB printed {text:?}"))
         })
         .collect::<anyhow::Result<_>>()?;
-    let [missing, duplicated, partial, unacknowledged_present, rows] = values[..] else {
+    let [
+        files,
+        missing,
+        duplicated,
+        partial,
+        unacknowledged_present,
+        rows,
+    ] = values[..]
+    else {
         bail!("unexpected DuckDB answer {values:?}");
     };
     Ok(Verdict {
+        files,
         missing,
         duplicated,
         partial,
