@@ -1,4 +1,4 @@
-//! The scoring-quality harness's bot generators (`scorer/quality/bots.js`) in real headless
+//! The scoring-quality harness's bot generators (`lab/bots.js`) in real headless
 //! Chromium against the real demo survey, embed and collector: every generator finishes the
 //! survey, its session is captured under the reference the harness labels it with, and the
 //! features tell the generators apart the way docs/evaluation.md says they differ.
@@ -90,12 +90,12 @@ fn run_session(
     (generator, seed, flags): (&str, u32, &[&str]),
     traces: (&str, &str),
 ) -> Value {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scorer/quality");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lab");
     assert!(
         std::path::Path::new(dir)
             .join("node_modules/selenium-webdriver")
             .exists(),
-        "the bots' npm packages are missing: npm ci --prefix scorer/quality (.ci/run does)"
+        "the bots' npm packages are missing: npm ci --prefix lab (.ci/run does)"
     );
     let seed = seed.to_string();
     let mut command = Command::new("node");

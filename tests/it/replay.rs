@@ -1,4 +1,4 @@
-//! The scoring-quality harness's recording path (`scorer/quality/replay`): a person's recorded
+//! The scoring-quality harness's recording path (`lab/replay`): a person's recorded
 //! input played through the operating system (XTEST on Xvfb) into a headed Chromium on a survey
 //! page served from another origin, through the real embed and collector, and its automation
 //! twin (the same plan, window and page, straight minimum-jerk paths and metronome keys of the
@@ -33,7 +33,7 @@ const WHAT: &[&str] = &[
 ];
 
 fn record_pair(base: &str, tracking_key: &str) -> Value {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scorer/quality");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lab");
     let output = Command::new("python3")
         .args(["-m", "replay.twin", "--base", base, "--key", tracking_key])
         .current_dir(dir)
