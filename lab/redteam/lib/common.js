@@ -15,6 +15,11 @@ function parseArgs(argv) {
     else if (a === '--key') args.key = next();
     else if (a === '--tool') args.tool = next();
     else if (a === '--seeds') args.seeds = next();
+    else if (a === '--seed') args.seed = next();
+    else if (a === '--connect') args.connect = next().replace(/\/+$/, '');
+    else if (a === '--display') args.display = next();
+    else if (a === '--url') args.url = next();
+    else if (a === '--window') args.window = next();
     else if (a === '--concurrency') args.concurrency = Math.max(1, parseInt(next(), 10) || 1);
     else if (a === '--mask-environment') args.maskEnvironment = true;
     else if (a === '--list') args.list = true;
@@ -28,7 +33,33 @@ function parseArgs(argv) {
     args.to = m[2] === undefined ? args.from : parseInt(m[2], 10);
     if (args.to < args.from) throw new Error('--seeds FROM-TO needs FROM <= TO');
   }
+  if (args.connect !== undefined) parseConnect(args);
   return args;
+}
+
+// Connect mode: one session in a browser the harness launched (DevTools endpoint --connect,
+// X display --display, window --window X,Y,W,H), on the page --url, whose `response=` is the
+// session's reference.
+function parseConnect(args) {
+  for (const k of ['tool', 'seed', 'url', 'window', 'display']) {
+    if (args[k] === undefined) throw new Error(`--connect needs --${k}`);
+  }
+  if (args.seeds || args.base || args.key || args.maskEnvironment || args.concurrency > 1) {
+    throw new Error('--connect runs one session: no --seeds, --base, --key, --concurrency or --mask-environment');
+  }
+  if (!/^\d+$/.test(args.seed)) throw new Error('--seed is a number');
+  args.seed = parseInt(args.seed, 10);
+  if (!/^https?:\/\/[^/]+$/.test(args.connect)) throw new Error('--connect is http://HOST:PORT (the DevTools HTTP endpoint)');
+  if (!/^:\d+(\.\d+)?$/.test(args.display)) throw new Error('--display is :N');
+  const w = args.window.split(',').map((v) => Number(v));
+  if (w.length !== 4 || w.some((v) => !Number.isInteger(v)) || w[2] <= 0 || w[3] <= 0) throw new Error('--window is X,Y,W,H');
+  args.window = { x: w[0], y: w[1], width: w[2], height: w[3] };
+  let page;
+  try { page = new URL(args.url); } catch (e) { throw new Error('--url is not a URL'); }
+  const reference = page.searchParams.get('response');
+  if (!reference) throw new Error('--url has no response= parameter (the session reference)');
+  args.reference = reference;
+  args.base = page.origin;
 }
 
 // The reference (the survey's response UUID) is a function of tool and seed alone, so a rerun of
