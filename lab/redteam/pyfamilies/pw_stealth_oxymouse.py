@@ -24,7 +24,22 @@ def _mask(route):
     return route.continue_(post_data=body)
 
 
-def run(url, r, answers, base, mask_environment):
+def run(url, r, answers, base, mask_environment, connect=None):
+    if connect:
+        # Connect mode: Playwright attaches to the harness's browser (connect_over_cdp, the
+        # default context and its existing page). playwright-stealth is not applied: its scripts
+        # rewrite the environment (navigator, user agent...), which connect mode leaves as it is.
+        # Leaving the `with` stops Playwright's driver and drops the connection without
+        # Browser.close: the harness closes the browser.
+        mouse_paths = OxyMouse(algorithm='bezier')
+        with sync_playwright() as p:
+            browser = p.chromium.connect_over_cdp(connect['browser_url'])
+            pages = [pg for pg in browser.contexts[0].pages if not pg.url.startswith(('chrome:', 'devtools:'))]
+            page = next((pg for pg in pages if pg.url == 'about:blank'), pages[0])
+            page.goto(url, wait_until='load')
+            vw, vh = page.evaluate('[innerWidth, innerHeight]')
+            _session(page, r, answers, mouse_paths, vw, vh)
+        return
     (sw, sh), (vw, vh) = r.choice(DESKTOP_SCREENS)
     mouse_paths = OxyMouse(algorithm='bezier')
     with Stealth().use_sync(sync_playwright()) as p:

@@ -21,7 +21,21 @@ from .common import CHROMEDRIVER, CHROMIUM, DESKTOP_SCREENS, fill_survey, human_
 from .maskproxy import MaskProxy
 
 
-def run(url, r, answers, base, mask_environment):
+def run(url, r, answers, base, mask_environment, connect=None):
+    if connect:
+        # Connect mode: ChromeDriver attaches to the harness's browser (Chrome options'
+        # debuggerAddress, Selenium's documented way to drive a running Chrome) and drives its
+        # existing tab; no launch options, no masking. ChromeDriver did not start that browser,
+        # and at the end only ChromeDriver is stopped: no quit(), whose DELETE session could
+        # close the window, so the harness closes the browser.
+        opts = webdriver.ChromeOptions()
+        opts.debugger_address = connect['browser_url'].split('://', 1)[1]
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+        try:
+            _session(driver, url, r, answers)
+        finally:
+            driver.service.stop()
+        return
     (sw, sh), _ = r.choice(DESKTOP_SCREENS)
     with (MaskProxy() if mask_environment else contextlib.nullcontext()) as proxy:
         opts = webdriver.ChromeOptions()

@@ -11,6 +11,7 @@ keyDown/keyUp, scroll). Needs a display."""
 import asyncio
 import contextlib
 import json
+import os
 import threading
 import time
 
@@ -36,11 +37,16 @@ class _Loop:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
 
-def run(url, r, answers, base, mask_environment):
-    import pyautogui  # opens $DISPLAY at import: only inside the session's xvfb-run
+def run(url, r, answers, base, mask_environment, connect=None):
+    if connect:
+        os.environ['DISPLAY'] = connect['display']  # the harness's display, before PyAutoGUI opens it
+    import pyautogui  # opens $DISPLAY at import: the session's xvfb-run, or the harness's display
     from pyclick import HumanClicker
 
     pyautogui.FAILSAFE = False  # no human at this display to slam the pointer into a corner
+    if connect:
+        _attach(url, r, answers, pyautogui, HumanClicker(), connect)
+        return
     (sw, sh), _ = r.choice(DESKTOP_SCREENS)
     sw, sh = min(sw, X_SCREEN[0]), min(sh, X_SCREEN[1])
     with (MaskProxy() if mask_environment else contextlib.nullcontext()) as proxy:
@@ -64,16 +70,44 @@ def _browse(url, r, answers, pyautogui, clicker, sw, sh, extra_args):
         browser.stop()
 
 
-def _session(call, tab, r, answers, pyautogui, clicker):
+def _attach(url, r, answers, pyautogui, clicker, connect):
+    """Connect mode: nodriver attaches to the harness's browser (`uc.start(host=..., port=...)`,
+    its way to connect to a running Chrome), navigates the existing tab, and closes only its own
+    connection at the end (no Browser.close: the harness closes the browser)."""
+    host, port = connect['browser_url'].split('://', 1)[1].rsplit(':', 1)
+    call = _Loop()
+    browser = call(uc.start(host=host, port=int(port)))
+    try:
+        tab = call(browser.get(url))
+        call(tab.sleep(1.0))
+        _session(call, tab, r, answers, pyautogui, clicker, window=connect['window'])
+    finally:
+        try:
+            call(browser.connection.aclose() if browser.connection else asyncio.sleep(0), timeout=10)
+        except Exception:
+            pass
+        for t in browser.targets:
+            try:
+                call(t.aclose(), timeout=5)
+            except Exception:
+                pass
+
+
+def _session(call, tab, r, answers, pyautogui, clicker, window=None):
     def js(expr):
         return json.loads(call(tab.evaluate(f'JSON.stringify({expr})', return_by_value=True)))
 
     def rect(css):
-        # Client rectangle plus where the page's (0, 0) is on the X screen.
-        return js("(() => { const b = document.querySelector(%s).getBoundingClientRect();"
-                  " return {x: b.x, y: b.y, w: b.width, h: b.height, vh: innerHeight,"
-                  " ox: screenX + (outerWidth - innerWidth) / 2, oy: screenY + outerHeight - innerHeight}; })()"
-                  % json.dumps(css))
+        # Client rectangle plus where the page's (0, 0) is on the X screen: the window's corner
+        # (the harness's geometry in connect mode, else the page's screenX/screenY) plus the
+        # browser's frame, measured by the page (outer minus inner size; no window manager, so
+        # the frame is Chromium's own: the side borders split the width, the top has the rest).
+        b = js("(() => { const b = document.querySelector(%s).getBoundingClientRect();"
+               " return {x: b.x, y: b.y, w: b.width, h: b.height, vh: innerHeight, sx: screenX, sy: screenY,"
+               " fw: outerWidth - innerWidth, fh: outerHeight - innerHeight}; })()" % json.dumps(css))
+        wx, wy = (window[0], window[1]) if window else (b['sx'], b['sy'])
+        b['ox'], b['oy'] = wx + b['fw'] / 2, wy + b['fh']
+        return b
 
     def move_to(sx, sy):
         dist = ((sx - pyautogui.position()[0]) ** 2 + (sy - pyautogui.position()[1]) ** 2) ** 0.5
