@@ -71,8 +71,8 @@ class Server:
                                      data=json.dumps({'name': 'rt'}).encode(),
                                      headers={'Authorization': f'Bearer {self.key}', 'Content-Type': 'application/json'})
         with urllib.request.urlopen(req, timeout=30) as resp:
-            self.tracking_key = json.load(resp)['data']['trackingKey']
-        self.survey_id = 'redteam'
+            data = json.load(resp)['data']
+        self.tracking_key, self.survey_id = data['trackingKey'], data['surveyId']
 
     def lookup(self, references):
         req = urllib.request.Request(
@@ -104,6 +104,7 @@ class StubCollector:
         embed = os.path.join(os.path.dirname(LAB), 'ingest', 'embed', 'telltale.js')
         self.events = collections.defaultdict(collections.Counter)
         self.env = collections.defaultdict(dict)  # session: the data of its session/environment events
+        self.raw = collections.defaultdict(list)  # session: every event as sent
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -139,6 +140,7 @@ class StubCollector:
                         for e in json.loads(body).get('events', []):
                             sid = urllib.parse.unquote(parts[2])
                             stub.events[sid][e.get('type', '?')] += 1
+                            stub.raw[sid].append(e)
                             if e.get('type') in ('session', 'environment'):
                                 stub.env[sid][e['type']] = e.get('data')
                     except (ValueError, AttributeError):
@@ -194,6 +196,7 @@ def main():
     ap.add_argument('--telltale', default=DEFAULT_BIN, help='telltale binary (a fake key is used if missing)')
     ap.add_argument('--out', help='also append the lines to this file')
     ap.add_argument('--show-env', action='store_true', help='stub only: add the session/environment events')
+    ap.add_argument('--dump', help='stub only: write each session\'s events to DIR/REFERENCE.json')
     args = ap.parse_args()
     server = Server(args.telltale) if os.path.exists(args.telltale) else None
     stub = None if server else StubCollector()
@@ -208,12 +211,20 @@ def main():
             line = session(tool, args.seed, pages, tracking_key, rng)
             if server:
                 time.sleep(3)  # the collector writes the last batch
-                row = server.lookup([line['reference']]).get(line['reference'], {})
-                line['captured'], line['eventCount'] = row.get('captured', False), row.get('eventCount', 0)
+                try:
+                    row = server.lookup([line['reference']]).get(line['reference'], {})
+                    # Only capture statistics: the red team never reads a score.
+                    line['captured'], line['eventCount'] = row.get('captured', False), row.get('eventCount', 0)
+                except OSError as e:
+                    line['lookupError'] = str(e)
             else:
                 time.sleep(1)
                 types = stub.events.get(line['reference'], {})
                 line['stubEvents'], line['stubTypes'] = sum(types.values()), dict(types)
+                if args.dump:
+                    os.makedirs(args.dump, exist_ok=True)
+                    with open(os.path.join(args.dump, line['reference'] + '.json'), 'w') as f:
+                        json.dump(stub.raw.get(line['reference'], []), f)
                 if args.show_env:
                     line['stubEnv'] = stub.env.get(line['reference'], {})
             failures += 0 if line['ok'] and line['browserAlive'] else 1
@@ -222,6 +233,17 @@ def main():
             if args.out:
                 with open(args.out, 'a') as f:
                     f.write(json.dumps(line) + '\n')
+        if server and lines:
+            # The same check through lookup.py, on the runner lines as they were printed.
+            with tempfile.NamedTemporaryFile('w', suffix='.jsonl', delete=False) as f:
+                for line in lines:
+                    f.write(json.dumps({k: line[k] for k in ('reference', 'tool', 'seed', 'ok', 'seconds')}) + '\n')
+            out = subprocess.run([sys.executable, os.path.join(HERE, 'lookup.py'), '--base', server.base,
+                                  '--api-key', server.key, '--survey-id', server.survey_id, f.name],
+                                 stdout=subprocess.PIPE, text=True, timeout=60).stdout
+            os.unlink(f.name)
+            for l in out.splitlines():
+                print('lookup.py: ' + l, file=sys.stderr, flush=True)
     finally:
         pages.close()
         if server:
