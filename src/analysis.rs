@@ -420,3 +420,75 @@ pub async fn sql(
     }
     Ok(())
 }
+
+/// One session's feature row, as `telltale score-features` reads it: the `features` table's
+/// columns by name, a missing or null value unmeasured.
+#[derive(Debug, serde::Deserialize)]
+struct FeatureRow {
+    reference: String,
+    features: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `telltale score-features`: scores sessions from their feature rows (JSON lines, read from
+/// `file` or standard input) as one survey's scoring run would score them: the cohort of all of
+/// them first (`scorer::cohort`), then the model, each with the product's own code. Prints one
+/// JSON line a session: reference, score, band, reasons and the cohort's count.
+pub fn score_features(file: Option<&std::path::Path>, scoring: &ScoringArgs) -> anyhow::Result<()> {
+    let model = load_model(scoring)?;
+    let reader: Box<dyn std::io::BufRead> = match file {
+        Some(path) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+        )),
+        None => Box::new(std::io::stdin().lock()),
+    };
+    let mut references = Vec::new();
+    let mut sessions = Vec::new();
+    for (number, line) in std::io::BufRead::lines(reader).enumerate() {
+        let line = line.context("reading feature rows")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: FeatureRow = serde_json::from_str(&line)
+            .with_context(|| format!("feature row on line {}", number + 1))?;
+        let mut features = scorer::Features::unmeasured();
+        for (name, value) in &row.features {
+            let value = match value {
+                serde_json::Value::Null => f64::NAN,
+                serde_json::Value::Number(number) => number.as_f64().unwrap_or(f64::NAN),
+                other => bail!(
+                    "line {}: feature {name} is {other}, not a number",
+                    number + 1
+                ),
+            };
+            if !features.set(name, value) {
+                bail!("line {}: no feature called {name}", number + 1);
+            }
+        }
+        references.push(row.reference);
+        sessions.push(features);
+    }
+    let placed: Vec<&scorer::Features> = sessions.iter().collect();
+    let standings = scorer::cohort::standings(&model, &placed);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for ((reference, mut features), standing) in references.into_iter().zip(sessions).zip(standings)
+    {
+        // What a run records before it scores (scorer/src/run/pipeline.rs, `featurize`).
+        features.cohort_alike = standing.map_or(f64::NAN, |s| f64::from(s.alike));
+        let score = scorer::cohort::adjust(&model, model.score(&features), standing);
+        let reasons: Vec<String> = score.reasons.iter().map(|r| r.describe()).collect();
+        serde_json::to_writer(
+            &mut out,
+            &serde_json::json!({
+                "reference": reference,
+                "humanScorePercent": score.human_score_percent,
+                "scoreBand": score.band,
+                "reasons": reasons,
+                "cohortAlike": standing.map(|s| s.alike),
+                "clustered": standing.is_some_and(|s| s.clustered()),
+            }),
+        )?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -171,6 +171,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Read this data dir's write-ahead log out, or log recorded batches into it.
+    #[command(subcommand)]
+    Log(LogCommand),
+    /// Score sessions from their feature rows (JSON lines `{"reference", "features": {name:
+    /// value}}`, the `features` table's columns) as one survey's scoring run would: the cohort
+    /// of all of them, then the model. Prints one JSON line a session.
+    ScoreFeatures {
+        /// The rows; standard input when omitted.
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        scoring: ScoringArgs,
+    },
     /// Merge small events files into large ones sorted by session (what `serve` does in the
     /// background every `--compaction-interval-secs`).
     Compact {
@@ -200,6 +213,33 @@ pub enum Command {
         #[arg(long, env = "TELLTALE_LAKE_RETENTION_SECS", default_value_t = 3600)]
         retention_secs: u64,
         /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LogCommand {
+    /// Print every record this data dir's write-ahead log holds as JSON lines (`lsn`,
+    /// `receivedAt`, `surveyId`, `identifier`, `body`: the request body as received). Reads the
+    /// log without changing it; fails while a server or a drain holds it.
+    Export {
+        /// Write to this file instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Log batches another deployment's collector received (JSON lines as `export` writes
+    /// them, gzip-compressed when the name ends in `.gz`) for a survey of this one, through the
+    /// collector's path with their recorded arrival times, then flush them into the lake and
+    /// the session statistics. Fails while a server holds the log.
+    Import {
+        /// The survey the batches go to (24 hex characters); it must be provisioned.
+        #[arg(long = "survey", value_name = "SURVEY_ID")]
+        survey: String,
+        /// The recorded batches.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },

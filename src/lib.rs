@@ -4,7 +4,10 @@
 //! - `cli`: flags and subcommands (clap), each with an environment-variable fallback.
 //! - `server`: `telltale serve`: start-up, first-run bootstrap, graceful shutdown.
 //! - `admin`: `org` and `key` subcommands against the catalog.
-//! - `analysis`: `score` and `sql` subcommands, and the scorer set-up `serve` shares.
+//! - `analysis`: `score`, `score-features` and `sql` subcommands, and the scorer set-up `serve`
+//!   shares.
+//! - `logs`: `log export` and `log import`: the write-ahead log's records out, recorded batches
+//!   in.
 //! - `erasure`: session deletion's worker and background compaction.
 //! - `http`: router, handlers and the JSON error type.
 //! - `rate_limit`: in-process rate limiters.
@@ -17,6 +20,7 @@ pub mod cli;
 pub mod erasure;
 pub mod http;
 pub mod http_serve;
+pub mod logs;
 pub mod rate_limit;
 pub mod server;
 pub mod telemetry;
@@ -84,6 +88,15 @@ pub fn run() -> anyhow::Result<()> {
                 tombstones_from,
                 json,
             } => backup::restore(&cli.storage, &from, tombstones_from.as_deref(), json).await,
+            cli::Command::Log(cli::LogCommand::Export { out }) => {
+                logs::export(&cli.storage, out.as_deref())
+            }
+            cli::Command::Log(cli::LogCommand::Import { survey, file, json }) => {
+                logs::import(&cli.storage, &survey, &file, json).await
+            }
+            cli::Command::ScoreFeatures { file, scoring } => {
+                analysis::score_features(file.as_deref(), &scoring)
+            }
             cli::Command::Compact {
                 survey,
                 target_rows,

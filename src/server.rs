@@ -239,7 +239,7 @@ async fn bootstrap(catalog: &dyn catalog::Catalog) -> anyhow::Result<()> {
 }
 
 /// A stable id for this data dir's write-ahead log and files, created on first start.
-fn instance_id(storage: &StorageArgs) -> anyhow::Result<String> {
+pub(crate) fn instance_id(storage: &StorageArgs) -> anyhow::Result<String> {
     let path = storage.data_dir.join("instance-id");
     match std::fs::read_to_string(&path) {
         Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_owned()),

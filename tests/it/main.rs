@@ -21,6 +21,7 @@ mod fleet;
 mod fuzz;
 mod lake;
 mod limits;
+mod logs;
 mod lookup;
 mod openapi_fuzz;
 mod operations;

@@ -317,6 +317,32 @@ impl Ingestor {
     ) -> Result<Accepted, IngestError> {
         batch::validate_identifier(identifier).map_err(IngestError::InvalidIdentifier)?;
         let survey_id = self.survey_for_tracking_key(tracking_key).await?;
+        self.log_batch(survey_id, identifier, body, catalog::now_millis())
+            .await
+    }
+
+    /// Validates and durably logs a batch another deployment's collector received, keeping the
+    /// time it arrived there (`telltale log import`: recorded traffic, such as the lab's corpus,
+    /// loaded through the collector's own path).
+    pub async fn accept_recorded(
+        &self,
+        survey_id: SurveyId,
+        identifier: &str,
+        body: Bytes,
+        received_at: i64,
+    ) -> Result<Accepted, IngestError> {
+        batch::validate_identifier(identifier).map_err(IngestError::InvalidIdentifier)?;
+        self.log_batch(survey_id, identifier, body, received_at)
+            .await
+    }
+
+    async fn log_batch(
+        &self,
+        survey_id: SurveyId,
+        identifier: &str,
+        body: Bytes,
+        received_at: i64,
+    ) -> Result<Accepted, IngestError> {
         let count = batch::count_batch_events(&body)?;
         let _admitted = self.inner.admission.read().await;
         if self.is_deleted(&survey_id, identifier, &body).await? {
@@ -331,7 +357,7 @@ impl Ingestor {
             return Err(IngestError::Overloaded);
         }
         let append = Append {
-            received_at: catalog::now_millis(),
+            received_at,
             survey_id,
             identifier: identifier.to_owned(),
             // An exact-size copy: the request's bytes may be a slice pinning a much larger

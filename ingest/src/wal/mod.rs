@@ -373,6 +373,21 @@ impl Wal {
     }
 }
 
+/// Every record the log in `dir` holds, in order, read as replay reads them and without changing
+/// the folder (`telltale log export`). Takes the folder's lock, so it fails while a server or a
+/// drain holds the log.
+pub fn read_records(dir: &Path) -> Result<Vec<WalRecord>, WalError> {
+    if !dir.is_dir() {
+        return Err(WalError::Io(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{} holds no write-ahead log", dir.display()),
+        )));
+    }
+    let _lock = lock_dir(dir)?;
+    check_format_read_only(dir)?;
+    Ok(replay(dir)?.records)
+}
+
 /// The file a backup locks, exclusively, while it copies the log's segments; truncation takes it
 /// shared and without waiting, and retires nothing while a backup holds it. Between the backup's
 /// copy of the lake and its copy of the log, no record the lake copy lacks can leave the log.

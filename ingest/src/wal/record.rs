@@ -20,19 +20,7 @@ pub(super) const FORMAT_FILE: &str = "FORMAT";
 pub(super) fn check_format(dir: &Path) -> Result<(), WalError> {
     let path = dir.join(FORMAT_FILE);
     match fs::read_to_string(&path) {
-        Ok(text) => {
-            let found: u32 = text
-                .trim()
-                .parse()
-                .map_err(|_| WalError::UnknownFormat(text.trim().to_owned()))?;
-            if found > FORMAT {
-                return Err(WalError::NewerFormat {
-                    found,
-                    known: FORMAT,
-                });
-            }
-            Ok(())
-        }
+        Ok(text) => parse_format(&text),
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             let staging = dir.join(format!("{FORMAT_FILE}.new"));
             let mut file = File::create(&staging)?;
@@ -44,6 +32,30 @@ pub(super) fn check_format(dir: &Path) -> Result<(), WalError> {
         }
         Err(error) => Err(error.into()),
     }
+}
+
+/// Checks the format of the log in `dir` as [`check_format`] does, writing nothing: a folder
+/// without the file is format 1.
+pub(super) fn check_format_read_only(dir: &Path) -> Result<(), WalError> {
+    match fs::read_to_string(dir.join(FORMAT_FILE)) {
+        Ok(text) => parse_format(&text),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn parse_format(text: &str) -> Result<(), WalError> {
+    let found: u32 = text
+        .trim()
+        .parse()
+        .map_err(|_| WalError::UnknownFormat(text.trim().to_owned()))?;
+    if found > FORMAT {
+        return Err(WalError::NewerFormat {
+            found,
+            known: FORMAT,
+        });
+    }
+    Ok(())
 }
 
 /// One accepted batch, as logged.
