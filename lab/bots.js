@@ -81,16 +81,27 @@ const FACTORS = {
   typing: ["population", "replay", "metronome", "insert"],
   pacing: ["human", "agent", "fast"],
   modality: ["mouse", "keyboard", "touch", "paste"],
-  driver: ["cdp", "webdriver"],
+  driver: ["cdp", "webdriver", "xtest"],
 };
 const FACTOR_NAMES = Object.keys(FACTORS);
 const MOVING_PATHS = FACTORS.path.filter((level) => level !== "none");
-// The path draw per driver. ghost-cursor needs puppeteer, so webdriver sessions draw among the
-// other five paths; cdp sessions draw ghost-cursor a third of the time (five of fifteen entries,
-// the other paths two each), so that every path is drawn equally often over both drivers.
+// The path draw per driver. ghost-cursor needs puppeteer, so webdriver and XTEST sessions draw
+// among the other five paths; cdp sessions (a quarter of all) draw ghost-cursor two times in three
+// (ten of fifteen entries, the other paths one each), so that every path is drawn about equally
+// often over the three drivers.
 const PATH_DRAW = {
-  cdp: MOVING_PATHS.flatMap((level) => Array(level === "ghost-cursor" ? 5 : 2).fill(level)),
+  cdp: MOVING_PATHS.flatMap((level) => Array(level === "ghost-cursor" ? 10 : 1).fill(level)),
   webdriver: MOVING_PATHS.filter((level) => level !== "ghost-cursor"),
+  xtest: MOVING_PATHS.filter((level) => level !== "ghost-cursor"),
+};
+// The input path is the first draw: half the sessions go through the operating system (XTEST,
+// the path people's input takes), half through DevTools (cdp or webdriver, a quarter each).
+const DRIVER_DRAW = ["cdp", "webdriver", "xtest", "xtest"];
+// What the operating system's keyboard and mouse cannot do: no touch screen on the X server, no
+// insertText (keys only). Every other level is drawn for XTEST sessions as for DevTools ones.
+const XTEST_LEVELS = {
+  typing: FACTORS.typing.filter((level) => level !== "insert"),
+  modality: FACTORS.modality.filter((level) => level !== "touch"),
 };
 // What the library generators are, in the factorial's terms: Playwright's fill is insertText.
 const LIBRARY_FACTORS = { path: "none", typing: "insert", pacing: "fast", modality: "library", driver: "cdp" };
@@ -138,7 +149,7 @@ function parseArgs(argv) {
     args.seedList = seedRange(args.listDesign);
     return args;
   }
-  for (const required of ["base", "key", "generator", "seeds"]) {
+  for (const required of args.connect ? ["generator", "seeds"] : ["base", "key", "generator", "seeds"]) {
     if (!args[required]) throw new Error(`--${required} is required`);
   }
   if (!GENERATORS.includes(args.generator)) throw new Error(`unknown generator ${args.generator}`);
@@ -147,9 +158,17 @@ function parseArgs(argv) {
   }
   args.seedList = seedRange(args.seeds);
   args.concurrency = Math.max(1, Number(args.concurrency));
+  if (args.connect) {
+    for (const required of ["display", "window", "url"]) {
+      if (!args[required]) throw new Error(`--connect needs --${required}`);
+    }
+    if (args.seedList.length !== 1) throw new Error("--connect runs one session: give one seed");
+    const [x, y, width, height] = args.window.split(",").map(Number);
+    args.window = { x, y, width, height };
+  }
   args.layout = args.layout || "demo";
   if (!LAYOUTS.layouts[args.layout]) throw new Error(`unknown layout ${args.layout}`);
-  if (args.layout !== "demo" && !args.pages) throw new Error("--layout needs --pages (the harness's page server)");
+  if (args.layout !== "demo" && !args.pages && !args.url) throw new Error("--layout needs --pages (the harness's page server)");
   // A display makes every browser headed, in a window of its own on that (virtual) screen, as
   // the replayed people's are (lab/replay/browser.py).
   if (args.display) process.env.DISPLAY = args.display;
@@ -158,8 +177,14 @@ function parseArgs(argv) {
 
 /** The survey page of a session: the harness's page server's layout, or the demo page. */
 function pageUrl(args, reference) {
+  if (args.url) return args.url;
   if (args.pages) return `${args.pages}/s/${args.layout}?key=${args.key}&response=${reference}`;
   return `${args.base}/demo/${args.key}?response=${reference}`;
+}
+
+/** The reference of a session whose page the harness gave (`--url ...&response=UUID`). */
+function referenceOfUrl(args) {
+  return args.url ? new URL(args.url).searchParams.get("response") : null;
 }
 
 /** A UUID (v4 layout) from generator and seed: the session's reference and identifier. */
@@ -224,6 +249,7 @@ function possible(d) {
   if ((d.modality === "keyboard" || d.modality === "touch") && d.path !== "none") return false;
   if (d.modality === "mouse" && d.path === "none") return false;
   if (d.path === "ghost-cursor" && d.driver !== "cdp") return false;
+  if (d.driver === "xtest" && (d.modality === "touch" || d.typing === "insert")) return false;
   return true;
 }
 
@@ -238,7 +264,15 @@ function possible(d) {
 function designFor(seed, forced = {}) {
   const levels = (factor) => (forced[factor] ? [forced[factor]] : FACTORS[factor]);
   const drawn = {};
-  for (const factor of ["typing", "pacing", "modality", "driver"]) drawn[factor] = balancedPick(seed, factor, levels(factor));
+  drawn.driver = forced.driver || balancedPick(seed, "driver", DRIVER_DRAW);
+  // Each input path draws its own balanced levels among those it can do.
+  const among = (factor) =>
+    forced[factor] ? [forced[factor]] : drawn.driver === "xtest" && XTEST_LEVELS[factor] ? XTEST_LEVELS[factor] : FACTORS[factor];
+  for (const factor of ["typing", "modality"]) {
+    const list = among(factor);
+    drawn[factor] = balancedPick(seed, list === FACTORS[factor] ? factor : `${factor}/${drawn.driver}`, list);
+  }
+  drawn.pacing = balancedPick(seed, "pacing", levels("pacing"));
   if (forced.path) drawn.path = forced.path;
   else if (drawn.modality === "keyboard" || drawn.modality === "touch") drawn.path = "none";
   else if (drawn.modality === "paste" && hash32(`telltale-quality/design/reach/${seed}`) % 2 === 0) drawn.path = "none";
@@ -371,9 +405,9 @@ async function locate(io, selector, label = false) {
 }
 
 /** Wheel notches of 100 px, in bursts, until the element is wholly in view; returns its box. */
-async function wheelIntoView(io, r, who, wheel, selector) {
+async function wheelIntoView(io, r, who, wheel, selector, label = false) {
   for (let burst = 0; burst < 30; burst++) {
-    const b = await locate(io, selector);
+    const b = await locate(io, selector, label);
     const below = b.y + b.height - b.viewHeight; // > 0: under the fold
     const above = -b.y; // > 0: over the top
     if (below <= 0 && above <= 0) return b;
@@ -1005,7 +1039,14 @@ const WINDOW_SIZES = [[1280, 800], [1366, 768], [1440, 900], [1536, 864], [1600,
 const headed = () => !!process.env.DISPLAY;
 
 /** The session's screen: a desktop window or a phone. */
-function drawScreen(r, factors) {
+function drawScreen(r, factors, args = {}) {
+  if (args.connect) {
+    // The harness drew the window (the same sizes for every session, lab/replay/browser.py); a
+    // phone is emulated inside it.
+    if (factors.modality !== "touch") return { phone: false, width: args.window.width, height: args.window.height, ratio: 1, userAgent: null, window: args.window };
+    const phone = r.pick(PHONES);
+    return { phone: true, width: phone.width, height: phone.height, ratio: phone.ratio, userAgent: phoneAgent(), window: args.window };
+  }
   if (factors.modality === "touch") {
     const phone = r.pick(PHONES);
     return { phone: true, width: phone.width, height: phone.height, ratio: phone.ratio, userAgent: phoneAgent(), window: headed() ? { x: r.int(0, 400), y: r.int(0, 100), width: 480, height: 980 } : null };
@@ -1056,12 +1097,25 @@ async function playTimed(points, move) {
 const touchPoint = (x, y, contact) => ({ x, y, id: 1, ...(contact || {}) });
 
 /** Playwright's page (the cdp driver), with a DevTools session for touch and soft keys. */
-async function playwrightDriver(context, page, screen) {
+async function playwrightDriver(context, page, screen, attached = false) {
   const cdp = await context.newCDPSession(page);
+  if (screen.phone && attached) {
+    // The harness's window is a desktop one: the phone is emulated on the page, before it loads.
+    await cdp.send("Emulation.setDeviceMetricsOverride", {
+      width: screen.width, height: screen.height, deviceScaleFactor: screen.ratio, mobile: true,
+      screenWidth: screen.width, screenHeight: screen.height,
+    });
+    await cdp.send("Emulation.setUserAgentOverride", { userAgent: screen.userAgent });
+  }
   if (screen.phone) await cdp.send("Emulation.setTouchEmulationEnabled", { enabled: true, maxTouchPoints: 5 });
   return {
     name: "playwright",
-    goto: (url) => page.goto(url),
+    page,
+    // Attached to a page that shows the survey already (the harness opened it), nothing to do.
+    goto: async (url) => {
+      if (attached && page.url() === url) return page.waitForLoadState("load");
+      return page.goto(url);
+    },
     evaluate: (fn, arg) => page.evaluate(fn, arg),
     playPath: (points) => playTimed(points, (p) => page.mouse.move(p.x, p.y)),
     async press(preMs, dwellMs) {
@@ -1153,24 +1207,29 @@ function stealthChromedriver() {
  * patch, and a phone's screen (chromedriver's own mobileEmulation resets maxTouchPoints to 1 on
  * every navigation, so the phone is emulated with the same DevTools calls Playwright makes).
  */
-async function webdriverDriver(screen) {
+async function webdriverDriver(screen, connect = null) {
   const { Builder, Key } = require("selenium-webdriver");
   const chrome = require("selenium-webdriver/chrome");
   const { Pointer } = require("selenium-webdriver/lib/input");
-  const options = new chrome.Options()
-    .setChromeBinaryPath(CHROMIUM)
-    .addArguments("--no-sandbox", "--disable-blink-features=AutomationControlled", ...windowArgs(screen))
-    .addArguments(...(screen.window ? [] : [`--window-size=${screen.width},${screen.height}`]))
-    .addArguments(...(screen.userAgent ? [`--user-agent=${screen.userAgent}`] : []))
-    .excludeSwitches("enable-automation");
+  // Attached to the harness's browser (connect mode), chromedriver launches nothing: the flags
+  // are the harness's.
+  const options = connect
+    ? new chrome.Options().debuggerAddress(new URL(connect).host)
+    : new chrome.Options()
+        .setChromeBinaryPath(CHROMIUM)
+        .addArguments("--no-sandbox", "--disable-blink-features=AutomationControlled", ...windowArgs(screen))
+        .addArguments(...(screen.window ? [] : [`--window-size=${screen.width},${screen.height}`]))
+        .addArguments(...(screen.userAgent ? [`--user-agent=${screen.userAgent}`] : []))
+        .excludeSwitches("enable-automation");
   const driver = await new Builder()
     .forBrowser("chrome")
     .setChromeOptions(options)
     .setChromeService(new chrome.ServiceBuilder(stealthChromedriver()))
     .build();
   try {
-    await driver.sendDevToolsCommand("Page.addScriptToEvaluateOnNewDocument", { source: `(${hideWebdriver})()` });
+    if (!connect) await driver.sendDevToolsCommand("Page.addScriptToEvaluateOnNewDocument", { source: `(${hideWebdriver})()` });
     if (screen.phone) {
+      if (connect) await driver.sendDevToolsCommand("Emulation.setUserAgentOverride", { userAgent: screen.userAgent });
       await driver.sendDevToolsCommand("Emulation.setDeviceMetricsOverride", {
         width: screen.width, height: screen.height, deviceScaleFactor: screen.ratio, mobile: true,
         screenWidth: screen.width, screenHeight: screen.height,
@@ -1211,6 +1270,10 @@ async function webdriverDriver(screen) {
   return {
     name: "webdriver",
     async goto(url) {
+      if (connect && (await driver.getCurrentUrl()) === url) {
+        view = await driver.executeScript("return { width: innerWidth, height: innerHeight };");
+        return;
+      }
       await driver.get(url);
       if (url.startsWith("http")) view = await driver.executeScript("return { width: innerWidth, height: innerHeight };");
     },
@@ -1292,8 +1355,8 @@ function pathPointer(io, r, who, path, start, view) {
     at = points[points.length - 1];
   };
   const pointer = {
-    async click(selector, aim = aimPoint) {
-      const b = await wheelIntoView(io, r, who, (dy) => io.wheel(dy), selector);
+    async click(selector, aim = aimPoint, label = false) {
+      const b = await wheelIntoView(io, r, who, (dy) => io.wheel(dy), selector, label);
       view = { width: b.viewWidth, height: b.viewHeight };
       await moveTo(aim(r, b), Math.min(b.width, b.height));
       await io.press(Math.min(r.lognormal(who.preClickMedian, 0.4), 4 * who.preClickMedian), Math.min(r.lognormal(who.dwellMedian, 0.3), 4 * who.dwellMedian));
@@ -1344,9 +1407,14 @@ function ghostPointer(io, r, who, shown) {
   const cursor = createCursor(page, start, true);
   const wheel = (dy) => cursor.scroll({ y: dy }, { scrollSpeed: 100, scrollDelay: 0 });
   return {
-    async click(selector) {
-      await wheelIntoView(io, r, who, wheel, selector);
-      await cursor.click(selector, {
+    async click(selector, aim, label = false) {
+      await wheelIntoView(io, r, who, wheel, selector, label);
+      // ghost-cursor clicks an element handle: the label's when it aims at one.
+      const target = label ? await io.page.evaluateHandle((sel) => {
+        const element = document.querySelector(sel);
+        return (element && element.closest("label")) || element;
+      }, selector) : selector;
+      await cursor.click(target, {
         paddingPercentage: r.uniform(20, 60),
         hesitate: Math.min(r.lognormal(who.preClickMedian, 0.4), 900),
         waitForClick: Math.min(r.lognormal(who.dwellMedian, 0.3), 500),
@@ -1366,11 +1434,14 @@ const sliderPoint = (value) => (r, b) => ({
 });
 
 /** The mouse operates every control: a path there, a press. */
-function mouseActor(pointer) {
+function mouseActor(pointer, r) {
+  // A radio or a checkbox is pressed on its label about half the time, as people press them
+  // (lab/replay/play.py's Runner.choose draws the same coin).
+  const label = () => !!r && r.next() < 0.5;
   return {
     idle: () => pointer.idle(),
-    radio: (name, value) => pointer.click(`input[name="${name}"][value="${value}"]`),
-    checkbox: (value) => pointer.click(`input[type=checkbox][value="${value}"]`),
+    radio: (name, value) => pointer.click(`input[name="${name}"][value="${value}"]`, aimPoint, label()),
+    checkbox: (value) => pointer.click(`input[type=checkbox][value="${value}"]`, aimPoint, label()),
     button: (selector) => pointer.click(selector),
     field: (selector) => pointer.click(selector),
     range: (selector, value) => pointer.click(selector, sliderPoint(value)),
@@ -1628,11 +1699,136 @@ async function launchPuppeteer(screen = null) {
   return { browser, userAgent, close: () => browser.close() };
 }
 
+// ---- connect mode: the harness's browser -------------------------------------------------------
+//
+// In the recorded corpus (lab/corpus.py) the harness launches every session's browser itself
+// (lab/replay/browser.py: the same flags and window sizes for people and automation, one browser
+// per display) and a session attaches to it: `--connect` its DevTools endpoint, `--display` its X
+// display, `--window x,y,w,h` its window, `--url` the page (its `response` is the reference).
+
+/** Playwright attached to the harness's browser: its one window's page. */
+async function attachPlaywright(args) {
+  const { chromium } = require("playwright-core");
+  const browser = await chromium.connectOverCDP(args.connect);
+  const context = browser.contexts()[0];
+  const page = context.pages()[0] || (await context.newPage());
+  // Disconnects; the harness closes the browser.
+  return { browser, context, page, close: () => browser.close() };
+}
+
+// X keysyms of the keys sessions press (key names as keyEvents and pressEvents write them).
+const X_KEYSYMS = {
+  " ": "space", Backspace: "BackSpace", Shift: "Shift_L", Control: "Control_L", Tab: "Tab", Enter: "Return",
+  ArrowUp: "Up", ArrowDown: "Down", ArrowLeft: "Left", ArrowRight: "Right", ".": "period", ",": "comma",
+  "'": "apostrophe", "-": "minus", "\n": "Return",
+};
+const keysymOf = (key) => X_KEYSYMS[key] || (key.length === 1 ? key.toLowerCase() : key);
+
+/**
+ * The operating system's mouse and keyboard (XTEST) on the session's display, through
+ * lab/replay/xserve.py: each command is carried out as it arrives, so the timing is the
+ * session's own schedule, as for the replayed people (lab/replay/xinput.py).
+ */
+function xtestInput(display) {
+  const { spawn } = require("child_process");
+  const child = spawn("python3", [path.join(__dirname, "replay", "xserve.py"), display], { stdio: ["pipe", "pipe", "inherit"] });
+  const waiting = [];
+  let buffer = "";
+  child.stdout.on("data", (chunk) => {
+    buffer += chunk;
+    let newline;
+    while ((newline = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, newline);
+      buffer = buffer.slice(newline + 1);
+      const next = waiting.shift();
+      if (next) next(JSON.parse(line));
+    }
+  });
+  const send = (command) => child.stdin.write(JSON.stringify(command) + "\n");
+  return {
+    send,
+    ask: (command) => new Promise((resolve) => { waiting.push(resolve); send(command); }),
+    close: () => new Promise((resolve) => { child.once("exit", resolve); child.stdin.end(); }),
+  };
+}
+
+/**
+ * DevTools reads the page (where the controls are, the clipboard), the operating system's input
+ * drives it: what a bot built on Selenium or Playwright plus PyAutoGUI or xdotool does. Page
+ * coordinates become screen ones by the viewport's place on the screen, measured from a mouse
+ * event (screenX - clientX) when the hand first moves.
+ */
+async function xtestDriver(args, screen) {
+  const attached = await attachPlaywright(args);
+  const base = await playwrightDriver(attached.context, attached.page, screen, true);
+  const x = xtestInput(args.display);
+  let offset = null;
+  const measure = async () => {
+    const [pointer] = [await x.ask({ op: "pointer" })];
+    const seen = base.page.evaluate(() => new Promise((resolve) => {
+      document.addEventListener("mousemove", (e) => resolve({ x: e.screenX - e.clientX, y: e.screenY - e.clientY }), { once: true, capture: true });
+      setTimeout(() => resolve(null), 2000);
+    }));
+    await sleep(100);
+    x.send({ op: "move", x: pointer.x + 1, y: pointer.y }); // a hand at rest moves a pixel
+    offset = await seen;
+    if (!offset) throw new Error("the page saw no XTEST mouse move: is the pointer over its window?");
+    return { x: pointer.x + 1 - offset.x, y: pointer.y - offset.y };
+  };
+  return {
+    ...base,
+    name: "xtest",
+    /** Where the hand is on the page now (measures the viewport's place on first use). */
+    rest: measure,
+    playPath: (points) => playTimed(points, async (p) => x.send({ op: "move", x: p.x + offset.x, y: p.y + offset.y })),
+    async press(preMs, dwellMs) {
+      await sleep(preMs);
+      x.send({ op: "button", button: 1, down: true });
+      await sleep(dwellMs);
+      x.send({ op: "button", button: 1, down: false });
+    },
+    wheel: async (dy) => x.send({ op: "wheel", notches: dy > 0 ? 1 : -1 }),
+    keys: (events) => playKeys(events, async (e) => x.send({ op: "key", keysym: keysymOf(e.key), down: e.type === "down" })),
+    insertText: () => { throw new Error("XTEST has no insertText"); },
+    tap: () => { throw new Error("XTEST has no touch screen"); },
+    swipe: () => { throw new Error("XTEST has no touch screen"); },
+    async close() {
+      await x.ask({ op: "release" });
+      await x.close();
+      await attached.close();
+    },
+  };
+}
+
+/** The session's driver attached to the harness's browser (connect mode). */
+async function attachDriver(args, factors, screen) {
+  if (factors.driver === "webdriver") return webdriverDriver(screen, args.connect);
+  if (factors.driver === "xtest") return xtestDriver(args, screen);
+  if (factors.path === "ghost-cursor") {
+    const puppeteer = require("puppeteer-core");
+    const browser = await puppeteer.connect({ browserURL: args.connect, defaultViewport: null });
+    const page = (await browser.pages())[0] || (await browser.newPage());
+    const io = puppeteerDriver(browser.defaultBrowserContext(), page);
+    io.goto = async (url) => (page.url() === url ? undefined : page.goto(url));
+    io.close = () => browser.disconnect();
+    return io;
+  }
+  const attached = await attachPlaywright(args);
+  if (factors.modality === "paste") {
+    await attached.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(args.url).origin });
+  }
+  const io = await playwrightDriver(attached.context, attached.page, screen, true);
+  io.close = attached.close;
+  return io;
+}
+
 /**
  * The session's driver, opened on a fresh context (or a fresh browser, for webdriver). Headed (a
  * session window drawn), every session gets a browser of its own in that window.
  */
-async function openDriver(browsers, factors, screen) {
+async function openDriver(browsers, factors, screen, args = {}) {
+  if (args.connect) return attachDriver(args, factors, screen);
+  if (factors.driver === "xtest") throw new Error("the xtest driver needs a browser the harness launched (--connect)");
   if (factors.driver === "webdriver") return webdriverDriver(screen);
   const own = !!screen.window;
   if (factors.path === "ghost-cursor") {
@@ -1661,8 +1857,8 @@ async function openDriver(browsers, factors, screen) {
 }
 
 /** Every draw of a factorial session beyond its factors, from its behaviour seed. */
-function drawSession(r, factors, resources) {
-  const screen = drawScreen(r, factors);
+function drawSession(r, factors, resources, args = {}) {
+  const screen = drawScreen(r, factors, args);
   const motor = drawMotor(r);
   motor.contactStyle = r.next() < 0.5 ? "fixed" : "drawn";
   const pacer = drawPacer(r, factors.pacing);
@@ -1683,8 +1879,8 @@ function drawSession(r, factors, resources) {
 
 async function runFactorial(browsers, args, seed, resources, factors, reference) {
   const r = rng(seed * 7919 + GENERATOR_NUMBER.factorial);
-  const session = drawSession(r, factors, resources);
-  const io = await openDriver(browsers, factors, session.screen);
+  const session = drawSession(r, factors, resources, args);
+  const io = await openDriver(browsers, factors, session.screen, args);
   let ghost = null;
   try {
     await io.goto(pageUrl(args, reference));
@@ -1693,13 +1889,15 @@ async function runFactorial(browsers, args, seed, resources, factors, reference)
     else if (factors.path === "none") session.actor = keyboardActor(io, r, who, session.pacer);
     else if (factors.path === "ghost-cursor") {
       const shown = await io.evaluate(() => ({ width: innerWidth, height: innerHeight }));
-      session.actor = mouseActor((ghost = ghostPointer(io, r, who, shown)));
+      session.actor = mouseActor((ghost = ghostPointer(io, r, who, shown)), r);
     }
     else {
       const view = await io.evaluate(() => ({ width: innerWidth, height: innerHeight }));
-      const start = { x: r.uniform(0.1, 0.6) * view.width, y: r.uniform(0.1, 0.7) * view.height };
-      await io.playPath([{ ...start, t: 0 }]); // the hand rests where it left the page
-      session.actor = mouseActor(pathPointer(io, r, who, session.path, start, view));
+      // The operating system's pointer is where the harness left it over the window, as a
+      // person's hand is; a DevTools pointer starts where the session puts it.
+      const start = io.rest ? await io.rest() : { x: r.uniform(0.1, 0.6) * view.width, y: r.uniform(0.1, 0.7) * view.height };
+      if (!io.rest) await io.playPath([{ ...start, t: 0 }]); // the hand rests where it left the page
+      session.actor = mouseActor(pathPointer(io, r, who, session.path, start, view), r);
     }
     await fillFactorial(io, r, session);
     await finish(io);
@@ -1725,6 +1923,19 @@ async function finish(io) {
 async function runLibrary(browsers, args, seed, reference) {
   const naive = args.generator === "naive";
   const r = rng(seed * 7919 + GENERATOR_NUMBER[args.generator]);
+  if (args.connect) {
+    const attached = await attachPlaywright(args);
+    const page = attached.page;
+    try {
+      if (page.url() !== pageUrl(args, reference)) await page.goto(pageUrl(args, reference));
+      else await page.waitForLoadState("load");
+      await fillNaive(page, r, args.layout);
+      await finish({ evaluate: (fn) => page.evaluate(fn), goto: (url) => page.goto(url) });
+    } finally {
+      await attached.close();
+    }
+    return {};
+  }
   const screen = headed() ? drawScreen(r, { modality: "library" }) : null;
   const launched = screen ? await launchPlaywright(naive, screen) : await (naive ? browsers.naive : browsers.stealth).get();
   const context = await launched.browser.newContext(
@@ -1877,7 +2088,19 @@ async function runTouchPerson(args, seed, resources) {
   if (!job) throw new Error(`no touch job ${seed} (the export has ${exported.jobs.length})`);
   const person = exported.people[job.person];
   const r = rng(hash32(`telltale-replay/touch/${job.key}`));
-  const screen = drawScreen(r, { modality: "touch" });
+  const screen = drawScreen(r, { modality: "touch" }, args);
+  if (args.connect) {
+    const attached = await attachPlaywright(args);
+    const io = await playwrightDriver(attached.context, attached.page, screen, true);
+    try {
+      await io.goto(pageUrl(args, referenceOfUrl(args) || job.reference));
+      await fillTouchPerson(io, r, touchHand(person, job, r), drawPlan(r, args.layout));
+      await finish(io);
+    } finally {
+      await attached.close();
+    }
+    return { job };
+  }
   // No stealth script: a person's browser answers navigator.webdriver itself.
   const launched = await launchPlaywright(false, screen.window ? screen : null);
   const context = await launched.browser.newContext({
@@ -1898,7 +2121,7 @@ async function runTouchPerson(args, seed, resources) {
 
 async function runSession(browsers, args, seed, resources) {
   const generator = args.generator;
-  const reference = referenceFor(generator, seed);
+  const reference = referenceOfUrl(args) || referenceFor(generator, seed);
   const started = Date.now();
   const seconds = () => Math.round((Date.now() - started) / 100) / 10;
   let factors = null;
@@ -1906,7 +2129,7 @@ async function runSession(browsers, args, seed, resources) {
     if (generator === "touch-person") {
       factors = { modality: "touch", driver: "cdp" };
       const { job } = await runTouchPerson(args, seed, resources);
-      return { reference: job.reference, generator, seed, ok: true, seconds: seconds(), factors, details: { job } };
+      return { reference: referenceOfUrl(args) || job.reference, generator, seed, ok: true, seconds: seconds(), factors, details: { job } };
     }
     factors = factorsFor(generator, seed, args.forced, args.layout);
     const details =

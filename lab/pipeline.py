@@ -614,7 +614,8 @@ def fold_of(label: dict, folds: int = FOLDS) -> int:
     return named_fold(label["cluster"]) % folds
 
 
-def out_of_fold(samples: list[tuple[dict, dict]], folds: int = FOLDS, fitter=None) -> list[tuple[float, float]]:
+def out_of_fold(samples: list[tuple[dict, dict]], folds: int = FOLDS, fitter=None,
+                fold_of=fold_of) -> list[tuple[float, float]]:
     """Each sample's log-odds without the bias, (as fitted, environment masked), from the model
     fitted on the other folds."""
     import model as fit

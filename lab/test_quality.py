@@ -589,9 +589,17 @@ class BotDesignTest(unittest.TestCase):
         rows = self.design("1-840")
         self.assertEqual([row["seed"] for row in rows], list(range(1, 841)))
         counts = {f: Counter(row["factors"][f] for row in rows) for f in self.FACTORS}
-        # 840 seeds are whole blocks of 4, 3 and 2: exactly balanced.
-        self.assertEqual(counts["typing"], {level: 210 for level in ("population", "replay", "metronome", "insert")})
+        # 840 seeds are whole blocks of 4 and 3: the input path and the pacing exactly balanced
+        # (half the sessions through XTEST); within each path its typing levels about equally
+        # often, and never insertText through XTEST.
+        self.assertEqual(counts["driver"], {"cdp": 210, "webdriver": 210, "xtest": 420})
         self.assertEqual(counts["pacing"], {level: 280 for level in ("human", "agent", "fast")})
+        for xtest, levels in ((True, ("population", "replay", "metronome")),
+                              (False, ("population", "replay", "metronome", "insert"))):
+            typing = Counter(row["factors"]["typing"] for row in rows if (row["factors"]["driver"] == "xtest") == xtest)
+            self.assertEqual(set(typing), set(levels), typing)
+            mean = 420 / len(levels)
+            self.assertTrue(all(0.75 * mean <= n <= 1.25 * mean for n in typing.values()), typing)
         # A desktop layout (the default, demo) is never filled by touch: its seeds are redrawn
         # among the other modalities; the phone layout always is.
         self.assertEqual(set(counts["modality"]), {"mouse", "keyboard", "paste"})
@@ -599,11 +607,12 @@ class BotDesignTest(unittest.TestCase):
         phone = self.design("1-40", "--layout", "phone")
         self.assertEqual({row["factors"]["modality"] for row in phone}, {"touch"})
         self.assertEqual({row["factors"]["path"] for row in phone}, {"none"})
-        self.assertEqual(counts["driver"], {"cdp": 420, "webdriver": 420})
         # The factors are drawn independently: every modality meets every typing level and driver.
         pairs = Counter((row["factors"]["modality"], row["factors"]["typing"]) for row in rows)
         self.assertEqual(len(pairs), 12)
-        self.assertTrue(all(30 <= n <= 90 for n in pairs.values()), pairs)
+        self.assertTrue(all(25 <= n <= 100 for n in pairs.values()), pairs)
+        drivers = Counter((row["factors"]["modality"], row["factors"]["driver"]) for row in rows)
+        self.assertEqual(len(drivers), 9, drivers)
         mouse_paths = Counter(row["factors"]["path"] for row in rows if row["factors"]["modality"] == "mouse")
         self.assertEqual(set(mouse_paths), self.MOVING)
         self.assertLessEqual(max(mouse_paths.values()), 3 * min(mouse_paths.values()), mouse_paths)
@@ -617,6 +626,9 @@ class BotDesignTest(unittest.TestCase):
                 self.assertIn(f["path"], self.MOVING, row)
             if f["path"] == "ghost-cursor":
                 self.assertEqual(f["driver"], "cdp", row)
+            if f["driver"] == "xtest":
+                self.assertNotIn(f["modality"], ("touch",), row)
+                self.assertNotEqual(f["typing"], "insert", row)
         paste = {row["factors"]["path"] for row in self.design("1-200") if row["factors"]["modality"] == "paste"}
         self.assertIn("none", paste)  # the keyboard reaches the field
         self.assertTrue(paste & self.MOVING)  # or the mouse does

@@ -17,7 +17,8 @@ recorded (`plan_jobs`):
   typist swapped for one of the other typing source (CMU for Aalto and back): the same
   movements, plan and draws, other keys;
 - a person's typist is of the person's split, and in TRAIN of the person's cross-validation
-  fold, so that grouping the folds by person also groups them by typist;
+  fold, so that grouping the folds by person also groups them by typist; in both splits a
+  person's sessions alternate between CMU's password typists and Aalto's sentence typists;
 - `TwinHand` twins of some people's sessions are automation injected at the OS level (family
   `xtest-minjerk`): the same plan, window and page, straight minimum-jerk paths, metronome keys.
 
@@ -113,7 +114,9 @@ def plan_jobs(people: list[PointerPerson], typists: list[Typist], splits=("train
         index = 0
         for layout in layouts:
             index += 1
-            kind = holdout_kinds[(number + index) % 2] if person.split == "holdout" else "cmu-keystroke"
+            # Both splits type both kinds of text (a password's repetitions, free sentences), so
+            # that neither kind of typing can stand for "a person".
+            kind = holdout_kinds[(number + index) % 2]
             typist = typist_for(person, typists, kind, index)
             key = f"{person.name}/{layout}/0"
             job = Job(key, person.split, person.name, typist.name if typist else None, layout, "mouse", draws=key)
@@ -129,7 +132,7 @@ def plan_jobs(people: list[PointerPerson], typists: list[Typist], splits=("train
                                 draws=key))
         if number % (KEYBOARD_EVERY // 2 if person.split == "holdout" else KEYBOARD_EVERY) == 0:
             layout = ("demo", "grid", "text")[number // KEYBOARD_EVERY % 3]
-            typist = typist_for(person, typists, None if person.split == "holdout" else "cmu-keystroke", 99)
+            typist = typist_for(person, typists, None, 99)
             key = f"{person.name}/{layout}/keyboard"
             jobs.append(Job(key, person.split, person.name, typist.name if typist else None, layout, "keyboard",
                             draws=key))

@@ -38,7 +38,7 @@ class Display:
     """An Xvfb server and an XTEST connection to it."""
 
     number: int
-    process: subprocess.Popen
+    process: subprocess.Popen | None  # None: attached to a display another process runs
     width: int
     height: int
 
@@ -61,6 +61,14 @@ class Display:
         display._connect()
         return display
 
+    @classmethod
+    def attach(cls, name: str, size: tuple[int, int] = SCREEN) -> "Display":
+        """An XTEST connection to a display someone else started (`:N`); closing it leaves the
+        X server running."""
+        display = cls(int(name.lstrip(":")), None, size[0], size[1])
+        display._connect()
+        return display
+
     def _connect(self) -> None:
         from Xlib import display as xdisplay
         from Xlib.ext import xtest  # noqa: F401 (checks the extension's module is there)
@@ -79,6 +87,8 @@ class Display:
             self.x.close()
         except Exception:  # noqa: BLE001 (the server may be gone already)
             pass
+        if self.process is None:
+            return
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
