@@ -610,4 +610,8 @@ def write(labels, scores, features, train_features, model, baseline, docs: Path,
             + " | ".join(f"{auc(np.array(by_family[f]), people.scores()):.3f}" for f in sorted(bots_by_family)) + " |")
     add("")
     sources = Path(__file__).resolve().parent / "evaluation-sources.md"
-    (docs / "evaluation.md").write_text("\n".join(lines) + "\n" + sources.read_text())
+    # The corpus's table of what differs between the classes and is not behaviour (issue 53),
+    # kept beside the corpus and carried into every regenerated report.
+    differences = Path(__file__).resolve().parent / "corpus" / "differences.md"
+    (docs / "evaluation.md").write_text("\n".join(lines) + "\n" + differences.read_text() + "\n"
+                                        + sources.read_text())
