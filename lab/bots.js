@@ -1758,11 +1758,19 @@ function xtestInput(display) {
  * coordinates become screen ones by the viewport's place on the screen, measured from a mouse
  * event (screenX - clientX) when the hand first moves.
  */
-async function xtestDriver(args, screen) {
+async function xtestDriver(args, screen, paste = false) {
   const attached = await attachPlaywright(args);
+  if (paste) {
+    // The page writes the answer to the clipboard (the X server's, which Chromium owns); the
+    // keys that paste it go through the OS like every other key.
+    await attached.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(args.url).origin });
+  }
   const base = await playwrightDriver(attached.context, attached.page, screen, true);
   const x = xtestInput(args.display);
   let offset = null;
+  // Input sent through the X server reaches the page a moment later (a DevTools dispatch returns
+  // once the page handled it): before the page is read again, the events are let through.
+  const delivered = () => sleep(60);
   const measure = async () => {
     const [pointer] = [await x.ask({ op: "pointer" })];
     const seen = base.page.evaluate(() => new Promise((resolve) => {
@@ -1786,9 +1794,13 @@ async function xtestDriver(args, screen) {
       x.send({ op: "button", button: 1, down: true });
       await sleep(dwellMs);
       x.send({ op: "button", button: 1, down: false });
+      await delivered();
     },
     wheel: async (dy) => x.send({ op: "wheel", notches: dy > 0 ? 1 : -1 }),
-    keys: (events) => playKeys(events, async (e) => x.send({ op: "key", keysym: keysymOf(e.key), down: e.type === "down" })),
+    async keys(events) {
+      await playKeys(events, async (e) => x.send({ op: "key", keysym: keysymOf(e.key), down: e.type === "down" }));
+      await delivered();
+    },
     insertText: () => { throw new Error("XTEST has no insertText"); },
     tap: () => { throw new Error("XTEST has no touch screen"); },
     swipe: () => { throw new Error("XTEST has no touch screen"); },
@@ -1803,7 +1815,7 @@ async function xtestDriver(args, screen) {
 /** The session's driver attached to the harness's browser (connect mode). */
 async function attachDriver(args, factors, screen) {
   if (factors.driver === "webdriver") return webdriverDriver(screen, args.connect);
-  if (factors.driver === "xtest") return xtestDriver(args, screen);
+  if (factors.driver === "xtest") return xtestDriver(args, screen, factors.modality === "paste");
   if (factors.path === "ghost-cursor") {
     const puppeteer = require("puppeteer-core");
     const browser = await puppeteer.connect({ browserURL: args.connect, defaultViewport: null });
@@ -1908,12 +1920,22 @@ async function runFactorial(browsers, args, seed, resources, factors, reference)
   }
 }
 
-/** Checks that the survey ended, then leaves past the embed's 2 s batching interval. */
+/**
+ * Checks that the survey ended (within a few seconds: input through the operating system reaches
+ * the page a moment after it was sent), then leaves past the embed's 2 s batching interval.
+ */
 async function finish(io) {
-  const done = await io.evaluate(() => {
-    const el = document.querySelector("#done");
-    return !!el && el.getClientRects().length > 0;
-  });
+  const shown = () =>
+    io.evaluate(() => {
+      const el = document.querySelector("#done");
+      return !!el && el.getClientRects().length > 0;
+    });
+  const until = Date.now() + 5000;
+  let done = await shown();
+  while (!done && Date.now() < until) {
+    await sleep(100);
+    done = await shown();
+  }
   if (!done) throw new Error("the survey did not reach its end");
   await sleep(2300);
   await io.goto("about:blank"); // pagehide sends the rest
