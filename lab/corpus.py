@@ -1071,7 +1071,7 @@ def corpus_samples(chunks: list[dict], recomputed: dict[str, dict] | None) -> li
         for label in labels:
             row = dict((recomputed or {}).get(label["reference"]) or rows[label["reference"]])
             row["reference"] = label["reference"]
-            samples.append((label, row))
+            samples.append(({**label, "chunk": chunk["id"]}, row))
     return samples
 
 
@@ -1205,6 +1205,84 @@ def cross_validate(samples: list[tuple[dict, dict]]) -> None:
               f"{auc(people, machines):.3f}; against every person {auc(every, machines):.3f}")
 
 
+MODEL_VERSION = "telltale-v5"
+MODEL_PATH = REPO / "scorer" / "models" / f"{MODEL_VERSION}.json"
+
+
+def train(samples: list[tuple[dict, dict]]) -> None:
+    """Fits the model on every TRAIN session of the corpus (`model.fit_gbdt`); its bias comes
+    from out-of-fold scores of the cross-validation grouped by person and typist, never from the
+    sessions a model was fitted on. Writes scorer/models/telltale-v5.json and the out-of-fold
+    scores beside the cache's recordings."""
+    import numpy as np
+
+    import model as fit
+    import pipeline
+
+    training = [(label, row) for label, row in samples if not label.get("evaluation_only")]
+    log(f"cross-validating on {len(training)} TRAIN sessions ({FOLDS} folds by person and typist)")
+    oof = pipeline.out_of_fold(training, FOLDS, fold_of=fold_of)
+    model, _ = fit.fit_gbdt(training, version=MODEL_VERSION, tune=False)
+    labels = [label for label, _ in training]
+    rows = [row for _, row in training]
+    model["bias"] = round(fit.tune_bias(model, labels, rows, offsets=np.array([z for z, _ in oof])), 3)
+    model["description"] += (f" Trained on the recorded corpus's TRAIN chunks "
+                             f"({', '.join(sorted({label['chunk'] for label in labels if 'chunk' in label}))}).")
+    MODEL_PATH.write_text(json.dumps(model, indent=2) + "\n")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    (CACHE / f"oof-{MODEL_VERSION}.json").write_text(json.dumps({
+        "model": MODEL_VERSION, "folds": FOLDS, "bias": model["bias"],
+        "sessions": [{"reference": label["reference"], "z": z, "masked_z": masked}
+                     for (label, _), (z, masked) in zip(training, oof)]}) + "\n")
+    log(f"wrote {MODEL_PATH.relative_to(REPO)} (bias {model['bias']} from out-of-fold scores)")
+
+
+def families(samples: list[tuple[dict, dict]]) -> None:
+    """TRAIN only: each automation family (and each factor level) left out of the fit in turn,
+    its sessions scored by the model fitted without them against the people's out-of-fold
+    scores: how well what the model learned of the other families carries to one it never saw,
+    and which evidence carries it (the terms and trees with the largest share of its log-odds)."""
+    import numpy as np
+
+    import model as fit
+    import pipeline
+
+    training = [(label, row) for label, row in samples if not label.get("evaluation_only")]
+    people_oof = {}
+    oof = pipeline.out_of_fold(training, FOLDS, fold_of=fold_of)
+    for (label, row), (_, masked) in zip(training, oof):
+        if label["class"] == "human":
+            people_oof[label["reference"]] = masked
+    reference_model = {"bias": 0.0, "bands": dict(fit.BANDS), "evidence": fit.evidence_table(), "terms": [], "trees": []}
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, (label, _) in enumerate(training):
+        if label["class"] != "bot":
+            continue
+        groups.setdefault(("family", f"{label.get('family')}"), []).append(index)
+        groups.setdefault(("input", label["input"]), []).append(index)
+        for factor, level in (label.get("factors") or {}).items():
+            groups.setdefault((factor, str(level)), []).append(index)
+    people = np.array(list(people_oof.values()))
+    print(f"leave one out on TRAIN ({len(people)} people's sessions out of fold):")
+    for (kind, name), members in sorted(groups.items()):
+        if len(members) < 5:
+            continue
+        left_out = set(members)
+        fitted, _ = fit.fit_gbdt([s for i, s in enumerate(training) if i not in left_out],
+                                 version=f"without-{kind}-{name}", tune=False)
+        masked = fit.mask_environment(fitted)
+        scores = np.array([fit.log_odds(masked, training[i][1]) - masked["bias"] for i in members])
+        carried: dict[str, float] = {}
+        for i in members:
+            _, parts = fit.contributions(masked, training[i][1])
+            for feature, value in parts.items():
+                carried[feature] = carried.get(feature, 0.0) + value
+        top = sorted(carried.items(), key=lambda item: item[1])[:3]
+        print(f"  {kind} {name}: n={len(members)}, AUC {auc(people, scores):.3f}, "
+              f"below every person's median {np.mean(scores < np.median(people)):.2f}; carried by "
+              + ", ".join(f"{feature} {value / len(members):+.2f}" for feature, value in top))
+
+
 def holdout_read(version: str, what: str) -> None:
     """Logs a read of HOLDOUT for a model version before anything of it is read; a second read
     of the same version is refused (a retrain is a new version)."""
@@ -1259,7 +1337,8 @@ def evaluate(model: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["plan", "record", "status", "verify", "load", "cv", "evaluate"])
+    parser.add_argument("step", choices=["plan", "record", "status", "verify", "load", "cv", "train", "families",
+                                         "evaluate"])
     parser.add_argument("--minutes", type=float, default=DEFAULT_MINUTES, help="record: the chunk's length at most")
     parser.add_argument("--workers", type=int, default=4, help="record: displays (one browser each) at once")
     parser.add_argument("--split", choices=SPLITS, help="record: this split (default: TRAIN until it is done)")
@@ -1284,7 +1363,7 @@ def main() -> None:
         if problems:
             raise SystemExit(f"{len(problems)} problems")
         print(f"the corpus holds: {len(load_manifest()['chunks'])} chunks verified")
-    elif args.step in ("load", "cv"):
+    elif args.step in ("load", "cv", "train", "families"):
         manifest = load_manifest()
         chunks = chunks_of(manifest, "train", args.chunk)
         if not chunks:
@@ -1304,6 +1383,10 @@ def main() -> None:
         if args.step == "cv":
             cross_validate(samples)
             log(f"load, score and cv took {time.time() - started:.0f} s")
+        elif args.step == "train":
+            train(samples)
+        elif args.step == "families":
+            families(samples)
     elif args.step == "evaluate":
         if not args.model:
             raise SystemExit("evaluate needs --model")
