@@ -342,7 +342,12 @@ class Service:
                 # All traffic comes from this machine: the per-IP and per-identifier collector
                 # limits and the API's per-key limit are off.
                 "--collector-ip-rate", "0", "--collector-identifier-rate", "0",
-                "--api-rate-per-minute", "1000000", "--flush-interval-ms", "1000",
+                "--api-rate-per-minute", "1000000",
+                # The recorder holds the log for the whole chunk (`hold_log`), so no segment is
+                # retired; each flush rolls into a new one, made 40 MiB long. A flush a second
+                # left 1,604 segments (63 GB) after the first chunk: flush every ten minutes
+                # (the run at the end flushes the rest).
+                "--flush-interval-ms", "600000", "--flush-bytes", str(256 * 1024 * 1024),
                 "--compaction-interval-secs", "0", "--log-filter", "warn"]
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         key_file = data / "integration-key"
@@ -797,6 +802,9 @@ def record_chunk(minutes: float, workers: int, split: str | None, commit_it: boo
     records = read_jsonl_text(telltale(data, "log", "export"))
     finish_chunk(chunk_id, split, labels, rows, records, commit, recorded_at, recording_seconds, workers,
                  commit_it)
+    # The deployment reproduces people's recordings (and its held log is large): it goes once the
+    # chunk holds what is kept.
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def read_jsonl_text(text: str) -> list[dict]:
