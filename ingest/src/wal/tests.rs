@@ -124,6 +124,19 @@ async fn a_backup_hold_keeps_every_segment_until_released() {
     let hold = hold_for_backup(dir.path()).expect("hold");
     assert_eq!(wal.truncate_through(wal.last_lsn()).expect("truncate"), 0);
     assert_eq!(list_segments(dir.path()).expect("list"), held);
+    // The log's own part of a backup: every segment and the format, readable as a log.
+    let copy = tempfile::tempdir().expect("tempdir");
+    assert_eq!(
+        hold.copy_segments_to(copy.path()).expect("copy"),
+        held.len()
+    );
+    assert!(copy.path().join(FORMAT_FILE).exists());
+    let copied = read_records(copy.path()).expect("read the copy");
+    assert_eq!(copied.len(), 2);
+    // No roll while held: a flush's request to roll would only leave another segment behind.
+    wal.request_roll();
+    wal.append(append("c", "{}")).await.expect("append");
+    assert_eq!(list_segments(dir.path()).expect("list").len(), held.len());
     drop(hold);
     assert_eq!(wal.truncate_through(1).expect("truncate"), 1);
 }
