@@ -12,10 +12,7 @@ async fn open_catalog(storage: &StorageArgs) -> anyhow::Result<std::sync::Arc<dy
         std::fs::create_dir_all(&storage.data_dir)
             .with_context(|| format!("creating data dir {}", storage.data_dir.display()))?;
     }
-    let url = storage.catalog_url();
-    catalog::open(&url)
-        .await
-        .with_context(|| format!("opening catalog {url}"))
+    Ok(instance::open_catalog(&storage.catalog_url()).await?)
 }
 
 fn parse_org(id: &str) -> anyhow::Result<OrganizationId> {

@@ -65,23 +65,12 @@ pub fn build_scorer(
     })
 }
 
+/// The deployment's stores, for a command-line command (`instance::Stores::open`).
 pub(crate) async fn open_storage(
     storage: &StorageArgs,
 ) -> anyhow::Result<(Arc<dyn Catalog>, Lake)> {
-    std::fs::create_dir_all(&storage.data_dir)
-        .with_context(|| format!("creating data dir {}", storage.data_dir.display()))?;
-    let url = storage.catalog_url();
-    let catalog = catalog::open(&url)
-        .await
-        .with_context(|| format!("opening catalog {url}"))?;
-    let lake = Lake::open(
-        &storage.lake_url(),
-        scorer::Features::NAMES,
-        &storage.s3_settings(),
-    )
-    .await
-    .context("opening the lake")?;
-    Ok((catalog, lake))
+    let stores = instance::Stores::open(&storage.settings()).await?;
+    Ok((stores.catalog, stores.lake))
 }
 
 /// `telltale compact`: one compaction pass, safe beside a running server.
@@ -104,9 +93,9 @@ pub async fn compact(
         bail!("no survey {survey} in this catalog");
     }
     let owner = lake::rewrite::command_line_owner();
-    let config = lake::compaction::CompactionConfig { target_rows };
+    let config = lake::operations::compact::CompactionConfig { target_rows };
     let report =
-        lake::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;
+        instance::compaction::compact(&catalog, &lake, &owner, survey.as_ref(), &config).await?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

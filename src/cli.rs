@@ -79,6 +79,17 @@ impl StorageArgs {
             .unwrap_or_else(|| self.data_dir.join("lake").display().to_string())
     }
 
+    /// The deployment's settings, as the `instance` crate takes them.
+    pub fn settings(&self) -> instance::Settings {
+        let mut settings = instance::Settings::new(
+            self.data_dir.clone(),
+            self.catalog.clone(),
+            self.lake.clone(),
+        );
+        settings.s3 = self.s3_settings();
+        settings
+    }
+
     /// An S3 lake's settings: the process's `AWS_*` environment variables (`AWS_ENDPOINT`,
     /// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`...), as the
     /// AWS tools read them. The binary reads the environment; the lake crate is handed them.
@@ -151,6 +162,11 @@ pub enum Command {
         /// The folder to write: new, or empty.
         #[arg(long, value_name = "FOLDER")]
         to: PathBuf,
+        /// Back up without the write-ahead log: only when the log is empty on purpose (the
+        /// instance was stopped and `telltale drain`ed). Without this flag a data dir with no
+        /// log is refused: the batches it would hold would be lost.
+        #[arg(long)]
+        without_log: bool,
         /// Print the backup's manifest as JSON.
         #[arg(long)]
         json: bool,
@@ -163,10 +179,15 @@ pub enum Command {
         #[arg(long, value_name = "FOLDER")]
         from: PathBuf,
         /// A catalog that holds the deletions requested since the backup, usually the one the
-        /// backup was taken from (`sqlite:///path` or `postgres://...`); read only for its
-        /// tombstones.
+        /// backup was taken from (`sqlite:///path` or `postgres://...`); read for its
+        /// tombstones, never changed (no migration). Required, or `--without-tombstones`.
         #[arg(long, value_name = "CATALOG_URL")]
         tombstones_from: Option<String>,
+        /// Restore without a source of the deletions requested since the backup (there is no
+        /// such catalog left, or they will be requested again): sessions erased after the
+        /// backup come back until then.
+        #[arg(long)]
+        without_tombstones: bool,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,

@@ -8,7 +8,6 @@
 //!   shares.
 //! - `logs`: `log export` and `log import`: the write-ahead log's records out, recorded batches
 //!   in.
-//! - `erasure`: session deletion's worker and background compaction.
 //! - `http`: router, handlers and the JSON error type.
 //! - `rate_limit`: in-process rate limiters.
 //! - `telemetry`: logging set-up and the Prometheus recorder behind `/metrics`.
@@ -17,7 +16,6 @@ pub mod admin;
 pub mod analysis;
 pub mod backup;
 pub mod cli;
-pub mod erasure;
 pub mod http;
 pub mod http_serve;
 pub mod logs;
@@ -82,12 +80,26 @@ pub fn run() -> anyhow::Result<()> {
                 as_of,
             } => analysis::sql(&cli.storage, &query, format, as_of.as_deref()).await,
             cli::Command::Drain { json } => server::drain(&cli.storage, json).await,
-            cli::Command::Backup { to, json } => backup::backup(&cli.storage, &to, json).await,
+            cli::Command::Backup {
+                to,
+                without_log,
+                json,
+            } => backup::backup(&cli.storage, &to, without_log, json).await,
             cli::Command::Restore {
                 from,
                 tombstones_from,
+                without_tombstones,
                 json,
-            } => backup::restore(&cli.storage, &from, tombstones_from.as_deref(), json).await,
+            } => {
+                backup::restore(
+                    &cli.storage,
+                    &from,
+                    tombstones_from.as_deref(),
+                    without_tombstones,
+                    json,
+                )
+                .await
+            }
             cli::Command::Log(cli::LogCommand::Export { out }) => {
                 logs::export(&cli.storage, out.as_deref())
             }

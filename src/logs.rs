@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use catalog::SurveyId;
 use futures::StreamExt;
-use ingest::{Accepted, IngestConfig, IngestError, Ingestor};
+use ingest::{Accepted, IngestError, Ingestor};
 use serde::Deserialize;
 
 use crate::cli::StorageArgs;
@@ -29,7 +29,7 @@ const IMPORT_CONCURRENCY: usize = 64;
 /// Writes every record of the data dir's log to `out` (standard output when `None`). Fails while
 /// a server or a drain holds the log.
 pub fn export(storage: &StorageArgs, out: Option<&Path>) -> anyhow::Result<()> {
-    let dir = storage.data_dir.join("wal");
+    let dir = storage.settings().data_dir.wal();
     let records = ingest::wal::read_records(&dir)
         .with_context(|| format!("reading the write-ahead log in {}", dir.display()))?;
     let sink: Box<dyn Write> = match out {
@@ -79,18 +79,15 @@ pub async fn import(
     let survey_id = SurveyId::parse(survey)
         .with_context(|| format!("{survey:?} is not a survey id (24 hex characters)"))?;
     let batches = read_batches(file)?;
-    let (catalog, lake) = crate::analysis::open_storage(storage).await?;
-    if catalog.survey_by_id(&survey_id).await?.is_none() {
+    let settings = storage.settings();
+    let stores = instance::Stores::open(&settings).await?;
+    if stores.catalog.survey_by_id(&survey_id).await?.is_none() {
         bail!("no survey {survey} in the catalog: provision it first");
     }
-    let instance = crate::server::instance_id(storage)?;
-    let ingestor = Ingestor::start(
-        IngestConfig::new(instance, storage.data_dir.join("wal")),
-        catalog,
-        lake,
-    )
-    .await
-    .context("opening the write-ahead log (is a server still running on this data dir?)")?;
+    let ingestor = instance::Instance::start_on(settings, stores, None)
+        .await
+        .context("opening the write-ahead log (is a server still running on this data dir?)")?
+        .ingestor;
     // Each session's batches in their recorded order; sessions side by side.
     let mut sessions: Vec<Vec<RecordedBatch>> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();

@@ -60,31 +60,6 @@ pub enum Error {
     Corrupt(String),
 }
 
-impl Error {
-    /// Whether the database could not be reached or refused work for now (connection lost or
-    /// refused, pool exhausted, server shutting down or starting, SQLite busy): the request is
-    /// worth retrying shortly, unlike a failed statement.
-    pub fn is_unavailable(&self) -> bool {
-        let Error::Database(error) = self else {
-            return false;
-        };
-        match error {
-            sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed => true,
-            sqlx::Error::Database(database) => database.code().is_some_and(|code| {
-                // PostgreSQL: connection exceptions (08), too many connections (53300),
-                // shutdown and start-up (57P01-57P03). SQLite: SQLITE_BUSY (5), SQLITE_LOCKED (6).
-                code.starts_with("08")
-                    || matches!(&*code, "53300" | "57P01" | "57P02" | "57P03" | "5" | "6")
-            }),
-            _ => false,
-        }
-    }
-}
-
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Applies `migrator`'s pending migrations to `pool`; a catalog that holds one it does not know
@@ -442,6 +417,18 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Catalog>> {
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Ok(std::sync::Arc::new(PgCatalog::open(url).await?));
+    }
+    Err(Error::UnsupportedUrl(url.to_owned()))
+}
+
+/// Opens the catalog at `url` to read it, changing nothing: no migration, no database made.
+pub async fn open_read_only(url: &str) -> Result<std::sync::Arc<dyn Catalog>> {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let catalog = SqliteCatalog::open_read_only(std::path::Path::new(path)).await?;
+        return Ok(std::sync::Arc::new(catalog));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(std::sync::Arc::new(PgCatalog::open_read_only(url).await?));
     }
     Err(Error::UnsupportedUrl(url.to_owned()))
 }

@@ -31,13 +31,28 @@ pub struct SqliteCatalog {
 impl SqliteCatalog {
     /// Opens (creating if needed) the catalog file and applies pending migrations.
     pub async fn open(path: &Path) -> Result<Self> {
+        let catalog = Self::connect(path, true).await?;
+        crate::migrate(&MIGRATOR, &catalog.pool).await?;
+        Ok(catalog)
+    }
+
+    /// Opens an existing catalog file to read, changing nothing (no migration, no file made):
+    /// a restore reading the tombstones of the catalog a backup was taken from.
+    pub async fn open_read_only(path: &Path) -> Result<Self> {
+        Self::connect(path, false).await
+    }
+
+    async fn connect(path: &Path, write: bool) -> Result<Self> {
         let options = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
-            .create_if_missing(true)
+            .create_if_missing(write)
+            .read_only(!write)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10))
+            // A busy database answers within the outage policy's statement time, or the caller
+            // is told it is unavailable.
+            .busy_timeout(outage::CATALOG_STATEMENT_TIMEOUT)
             // Lookups on surveys of a million sessions touch a few B-tree pages per reference:
             // keep hot pages in a 64 MiB cache per connection (the default is 2 MiB) and read
             // the rest through a memory map rather than a `pread` per page.
@@ -47,7 +62,6 @@ impl SqliteCatalog {
             .max_connections(4)
             .connect_with(options)
             .await?;
-        crate::migrate(&MIGRATOR, &pool).await?;
         Ok(Self { pool })
     }
 }

@@ -1,5 +1,6 @@
 //! Session deletion: the worker that erases a deleted session from the log, the lake and the
-//! catalog, and the background compaction that shares its rewrite machinery.
+//! catalog, and the log purger of fleet-wide erasure. The lake's part of an erasure is
+//! [`lake::operations::erase`]'s.
 //!
 //! An attempt at one deletion (the tombstone is already in the catalog, written before the 202):
 //!
@@ -29,18 +30,9 @@ use std::time::Duration;
 
 use catalog::{Catalog, DeletionSetback, SessionDeletion, SessionErasure, SurveyId};
 use ingest::{IngestError, Ingestor};
-use lake::compaction::{self, CompactionConfig};
-use lake::rewrite::{self, Erased, RewriteError, SessionRows};
-use lake::{Change, Lake, LiveFile, NewFile, TableKind, tables};
-
-/// Files of one table an erasure reads and rewrites at once: the work is CPU on blocking
-/// threads, and a machine of two cores is busy with two.
-const FILES_AT_ONCE: usize = 2;
-
-/// A table's files holding the session, and the files that replace them.
-/// A table's rewrite: its kind, the live files it probed, the files it replaces or removes, and
-/// their replacements.
-type Rewrite = (TableKind, usize, Vec<String>, Vec<(Vec<u8>, NewFile)>);
+use lake::Lake;
+use lake::operations::erase;
+use lake::rewrite::{RewriteError, SessionRows};
 
 /// Tries before a deletion is `failed`.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -60,10 +52,6 @@ enum AttemptError {
     Catalog(#[from] catalog::Error),
     #[error("flushing the event log failed: {0}")]
     Ingest(#[from] IngestError),
-    #[error(transparent)]
-    Lake(#[from] lake::LakeError),
-    #[error("background task failed: {0}")]
-    Join(#[from] tokio::task::JoinError),
 }
 
 /// A serving instance's side of fleet-wide erasure: whenever it has loaded tombstones newer than
@@ -193,7 +181,7 @@ impl DeletionService {
     }
 
     /// Works due deletions until the task is dropped. (What crashed rewrites left is the
-    /// vacuum's: see [`spawn_compaction`].)
+    /// vacuum's: see [`crate::compaction::spawn`].)
     pub fn spawn(&self) -> tokio::task::JoinHandle<()> {
         let service = self.clone();
         tokio::spawn(async move {
@@ -324,39 +312,22 @@ impl DeletionService {
         // The three tables side by side, step by step: their rewrites (reads and re-encodes on
         // blocking threads), their commits, their sweeps. benches/README.md (`scoring_run`)
         // has the steps' times.
-        let rewrites = futures::future::try_join_all(
-            TableKind::ALL.map(|kind| self.rewrite_table(kind, survey_id, &session)),
-        )
-        .await?;
+        let rewrites = erase::rewrite_tables(&self.lake, survey_id, &session).await?;
         phases.lap("rewrite");
         phases.files = rewrites.iter().fold((0, 0), |(probed, removed), rewrite| {
-            (probed + rewrite.1, removed + rewrite.2.len())
+            (probed + rewrite.probed, removed + rewrite.removed.len())
         });
         // A run that started while the files were rewritten would lose them under its scan.
         if self.catalog.has_active_scoring_run(survey).await? {
             return Ok(Attempt::Deferred("a scoring run started on the survey"));
         }
-        let commits = rewrites
-            .into_iter()
-            .filter(|(_, _, removed, _)| !removed.is_empty())
-            .map(|(kind, _, removed, added)| {
-                rewrite::replace_files(&self.lake, kind, Change::Erase, removed, added)
-            });
-        if futures::future::try_join_all(commits)
-            .await?
-            .contains(&false)
-        {
+        if !erase::commit(&self.lake, rewrites).await? {
             return Ok(Attempt::Deferred("another rewrite replaced a file first"));
         }
         phases.lap("commit");
         // Copies no snapshot names any more: what a crashed attempt replaced, compaction
         // inputs kept for readers, uploads of dead writers.
-        let sweeps =
-            futures::future::try_join_all(TableKind::ALL.map(|kind| {
-                rewrite::delete_unlinked_copies(&self.lake, kind, survey_id, &session)
-            }))
-            .await?;
-        if sweeps.iter().any(|sweep| sweep.in_flight > 0) {
+        if erase::sweep(&self.lake, survey_id, &session).await? {
             return Ok(Attempt::Deferred(
                 "an upload not yet committed holds the session",
             ));
@@ -379,72 +350,6 @@ impl DeletionService {
         self.catalog.scrub().await?;
         phases.lap("scrub");
         Ok(Attempt::Completed)
-    }
-
-    /// The live files of one table of the survey that hold the session, and what replaces
-    /// them: `(kind, removed, added)`. Files are read and rewritten [`FILES_AT_ONCE`] at a time.
-    async fn rewrite_table(
-        &self,
-        kind: TableKind,
-        survey_id: &str,
-        session: &Arc<SessionRows>,
-    ) -> Result<Rewrite, AttemptError> {
-        use futures::{StreamExt, TryStreamExt};
-        let files = self.lake.table(kind).live_files(Some(survey_id)).await?;
-        let probed = files.len();
-        let erasures: Vec<(String, FileErasure)> = futures::stream::iter(files)
-            .map(|file| async move {
-                let erasure = self.erase_from(kind, &file, session).await?;
-                Ok::<_, AttemptError>((file.path, erasure))
-            })
-            .buffered(FILES_AT_ONCE)
-            .try_collect()
-            .await?;
-        let mut removed = Vec::new();
-        let mut added = Vec::new();
-        for (path, erasure) in erasures {
-            match erasure {
-                FileErasure::Untouched => continue,
-                FileErasure::Removed => {}
-                FileErasure::Replaced(bytes, new) => added.push((bytes, new)),
-            }
-            removed.push(path);
-        }
-        Ok((kind, probed, removed, added))
-    }
-
-    /// What becomes of one live file: left alone, removed, or replaced by a rewrite.
-    async fn erase_from(
-        &self,
-        kind: TableKind,
-        file: &LiveFile,
-        session: &Arc<SessionRows>,
-    ) -> Result<FileErasure, AttemptError> {
-        // Most files of a survey do not hold the session: their footer and session columns tell.
-        if !rewrite::holds_session(self.lake.store(), &file.path, file.size, session).await? {
-            return Ok(FileErasure::Untouched);
-        }
-        let bytes = self.lake.read(&file.path).await?;
-        let properties = tables::writer_properties(kind);
-        let rows = Arc::clone(session);
-        let erased =
-            tokio::task::spawn_blocking(move || rewrite::erase_rows(bytes, &rows, properties))
-                .await??;
-        let rewritten = match erased {
-            Erased::Untouched => return Ok(FileErasure::Untouched),
-            Erased::Emptied => return Ok(FileErasure::Removed),
-            Erased::Rewritten(rewritten) => rewritten,
-        };
-        let new = NewFile {
-            path: tables::rewritten_file_path(kind, &file.survey_id, file.date.as_deref()),
-            survey_id: file.survey_id.clone(),
-            date: file.date.clone(),
-            size: rewritten.bytes.len() as u64,
-            rows: rewritten.rows,
-            // The original's range still bounds the rows kept.
-            received: file.received,
-        };
-        Ok(FileErasure::Replaced(rewritten.bytes, new))
     }
 }
 
@@ -490,72 +395,9 @@ impl std::fmt::Display for Phases {
     }
 }
 
-enum FileErasure {
-    Untouched,
-    Removed,
-    Replaced(Vec<u8>, NewFile),
-}
-
 /// Wait before the next try after `attempt` failed ones: 1, 2, 4, 8 s...
 fn backoff_ms(attempt: u32) -> i64 {
     1000 << attempt.saturating_sub(1).min(6)
-}
-
-/// Compacts every survey's events files now and then, and vacuums the tables after (files
-/// removed at least `retention` ago, uploads no commit names at least that old), until the
-/// task is dropped.
-pub fn spawn_compaction(
-    catalog: Arc<dyn Catalog>,
-    lake: Lake,
-    owner: String,
-    period: Duration,
-    config: CompactionConfig,
-    retention: Duration,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(period).await;
-            let started = std::time::Instant::now();
-            match compaction::compact(&catalog, &lake, &owner, None, &config).await {
-                Ok(report) if report.files_in > 0 => {
-                    tracing::info!(?report, "compacted events files");
-                    series::COMPACTION_SECONDS.get().record(started.elapsed());
-                    series::COMPACTION_FILES_IN_TOTAL
-                        .get()
-                        .increment(report.files_in as u64);
-                    series::COMPACTION_FILES_OUT_TOTAL
-                        .get()
-                        .increment(report.files_out as u64);
-                    series::COMPACTION_ROWS_TOTAL.get().increment(report.rows);
-                    series::COMPACTION_BYTES_IN_TOTAL
-                        .get()
-                        .increment(report.bytes_in);
-                    series::COMPACTION_CONFLICTS_TOTAL
-                        .get()
-                        .increment(report.conflicts as u64);
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    series::COMPACTION_ERRORS_TOTAL.get().increment(1);
-                    tracing::warn!(%error, "compaction failed; will retry")
-                }
-            }
-            for kind in TableKind::ALL {
-                match lake.table(kind).vacuum(retention).await {
-                    Ok(0) => {}
-                    Ok(deleted) => {
-                        series::VACUUMED_FILES_TOTAL
-                            .with(&[("table", kind.as_str())])
-                            .increment(deleted as u64);
-                        tracing::info!(table = kind.as_str(), deleted, "vacuumed")
-                    }
-                    Err(error) => {
-                        tracing::warn!(table = kind.as_str(), %error, "vacuum failed; will retry")
-                    }
-                }
-            }
-        }
-    })
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@ use crate::delta::AsOf;
 use crate::{Lake, LakeError, Store, TableKind};
 
 /// What a backup copied of one table.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TableCopy {
-    pub table: &'static str,
+    pub table: String,
     /// The table's version the copy holds.
     pub version: u64,
     /// Live files copied.
@@ -32,12 +32,18 @@ impl Lake {
     pub async fn copy_tables_to(&self, target: &Store) -> Result<Vec<TableCopy>, LakeError> {
         let mut copies = Vec::new();
         for kind in TableKind::ALL {
-            copies.push(self.copy_table(kind, target).await?);
+            copies.push(self.copy_table_to(kind, target).await?);
         }
         Ok(copies)
     }
 
-    async fn copy_table(&self, kind: TableKind, target: &Store) -> Result<TableCopy, LakeError> {
+    /// Copies one table, as of its newest version, into `target` (see
+    /// [`Lake::copy_tables_to`]); objects stream through in bounded memory.
+    pub async fn copy_table_to(
+        &self,
+        kind: TableKind,
+        target: &Store,
+    ) -> Result<TableCopy, LakeError> {
         let table = self.table(kind);
         let mut attempt = 0;
         loop {
@@ -46,8 +52,8 @@ impl Lake {
             let (version, files) = table.files_as_of(AsOf::Version(newest)).await?;
             let mut vanished = false;
             for file in &files {
-                match self.store.read(&file.path).await {
-                    Ok(bytes) => target.put_durable(&file.path, bytes.to_vec()).await?,
+                match target.copy_object_from(&self.store, &file.path).await {
+                    Ok(_) => {}
                     Err(LakeError::Store(object_store::Error::NotFound { .. }))
                         if attempt < ATTEMPTS =>
                     {
@@ -71,13 +77,13 @@ impl Lake {
                     continue;
                 };
                 if entry_version <= version {
-                    let path = entry.location.to_string();
-                    let bytes = self.store.read(&path).await?;
-                    target.put_durable(&path, bytes.to_vec()).await?;
+                    target
+                        .copy_object_from(&self.store, entry.location.as_ref())
+                        .await?;
                 }
             }
             return Ok(TableCopy {
-                table: kind.as_str(),
+                table: kind.as_str().to_owned(),
                 version,
                 files: files.len(),
             });
@@ -103,8 +109,7 @@ impl Store {
             .await?;
         paths.sort_by_key(|path| (path.contains("/_delta_log/"), path.clone()));
         for path in &paths {
-            let bytes = source.read(path).await?;
-            self.put_durable(path, bytes.to_vec()).await?;
+            self.copy_object_from(source, path).await?;
         }
         Ok(paths.len())
     }

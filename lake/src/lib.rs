@@ -9,7 +9,10 @@
 //!   with application transactions, snapshots, time travel, checkpoints).
 //! - [`rewrite`]: replacing live files safely: erasing a session's rows with a row-group
 //!   rewrite, merging sorted files, committing the swap; vacuuming what no snapshot needs.
-//! - [`compaction`]: merging the small files flushes write into large sorted ones.
+//! - [`operations`]: what is done to the tables as a whole, one module each: an erasure's
+//!   rewrite of a survey's three tables, and compaction of small events files into large sorted
+//!   ones. What they need of the deployment they ask through a trait the caller implements: the
+//!   lake depends on no catalog.
 //!
 //! A file is written whole and durably, then committed to its table's log; readers (ours and
 //! anyone's Delta reader) see only committed files. Collection (`ingest`) and scoring
@@ -22,15 +25,15 @@ use object_store::ObjectStore;
 
 pub mod backup;
 mod bucket_prefix;
-pub mod compaction;
 pub mod delta;
+pub mod operations;
 mod read_only;
 pub mod rewrite;
 pub mod store;
 pub mod tables;
 
 pub use delta::{Change, Committed, LiveFile, NewFile, Publication, Table, Upload};
-pub use store::{LakeError, Store, is_unreachable};
+pub use store::{LakeError, Store};
 pub use tables::TableKind;
 
 /// The lake: its object store and its three tables. Cheap to clone; clones share the tables'

@@ -46,47 +46,6 @@ pub enum LakeError {
     Io(#[from] std::io::Error),
 }
 
-/// Whether `error` (or an error it was caused by) is the object store not answering: a
-/// connection refused, reset or timed out after the client's retries. Such a failure says
-/// nothing about what was asked, and the same request is worth making again later.
-pub fn is_unreachable(error: &(dyn std::error::Error + 'static)) -> bool {
-    use object_store::client::{HttpError, HttpErrorKind};
-    let mut cause = Some(error);
-    while let Some(error) = cause {
-        if let Some(http) = error.downcast_ref::<HttpError>()
-            && matches!(
-                http.kind(),
-                HttpErrorKind::Connect
-                    | HttpErrorKind::Request
-                    | HttpErrorKind::Timeout
-                    | HttpErrorKind::Interrupted
-            )
-        {
-            return true;
-        }
-        // The Delta kernel's object-store error names no source: look inside it.
-        if let Some(buoyant_kernel::Error::ObjectStore(store)) =
-            error.downcast_ref::<buoyant_kernel::Error>()
-            && is_unreachable(store)
-        {
-            return true;
-        }
-        if let Some(io) = error.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused
-                    | std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::ConnectionAborted
-                    | std::io::ErrorKind::TimedOut
-            )
-        {
-            return true;
-        }
-        cause = error.source();
-    }
-    false
-}
-
 /// The lake's object store, plus what durability needs to know about it.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -298,6 +257,51 @@ impl Store {
         Ok(())
     }
 
+    /// Copies the object at `path` of `source` to the same path here, durably (as
+    /// [`Store::put_durable`]), in bounded memory: it streams, and an object larger than one
+    /// part goes up as a multipart upload of [`COPY_PART_BYTES`] parts (S3 takes at most 5 GiB
+    /// in one PUT). Returns the bytes copied.
+    pub async fn copy_object_from(&self, source: &Store, path: &str) -> Result<u64, LakeError> {
+        use futures::StreamExt;
+        let location = ObjectPath::from(path);
+        let got = source.store.get(&location).await?;
+        let size = got.meta.size;
+        if size <= COPY_PART_BYTES as u64 {
+            let bytes = got.bytes().await?;
+            self.put_durable(path, bytes.to_vec()).await?;
+            return Ok(size);
+        }
+        let upload = self.store.put_multipart(&location).await?;
+        let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, COPY_PART_BYTES);
+        let mut stream = got.into_stream();
+        let mut copied = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    let _ = writer.abort().await;
+                    return Err(error.into());
+                }
+            };
+            // At most a few parts in flight: memory stays bounded however large the object.
+            if let Err(error) = writer.wait_for_capacity(COPY_PARTS_IN_FLIGHT).await {
+                return Err(error.into());
+            }
+            copied += chunk.len() as u64;
+            writer.write(&chunk);
+        }
+        writer.finish().await?;
+        if let Some(root) = &self.local_root {
+            let root = root.clone();
+            let file = root.join(path);
+            tokio::task::spawn_blocking(move || sync_file_and_parents(&root, &file))
+                .await
+                .map_err(|error| LakeError::Io(std::io::Error::other(error)))??;
+        }
+        series::LAKE_UPLOAD_BYTES_TOTAL.get().increment(copied);
+        Ok(copied)
+    }
+
     /// Reads an object whole.
     pub async fn read(&self, path: &str) -> Result<bytes::Bytes, LakeError> {
         Ok(self
@@ -327,6 +331,12 @@ impl Store {
         Ok(())
     }
 }
+
+/// The part size of a streamed copy ([`Store::copy_object_from`]); objects up to it are copied
+/// in one request.
+pub const COPY_PART_BYTES: usize = 16 * 1024 * 1024;
+/// Parts of a streamed copy in flight at once.
+const COPY_PARTS_IN_FLIGHT: usize = 2;
 
 fn sync_file_and_parents(root: &Path, file: &Path) -> std::io::Result<()> {
     std::fs::File::open(file)?.sync_all()?;
@@ -363,16 +373,16 @@ mod tests {
         let through_kernel = LakeError::Delta(deltalake_core::DeltaTableError::KernelError(
             buoyant_kernel::Error::ObjectStore(refused(HttpErrorKind::Connect)),
         ));
-        assert!(is_unreachable(&through_kernel));
-        assert!(is_unreachable(&LakeError::Store(refused(
+        assert!(outage::is_store_down(&through_kernel));
+        assert!(outage::is_store_down(&LakeError::Store(refused(
             HttpErrorKind::Timeout
         ))));
         let missing = LakeError::Store(object_store::Error::NotFound {
             path: "events/x.parquet".to_owned(),
             source: "no such file".into(),
         });
-        assert!(!is_unreachable(&missing));
-        assert!(!is_unreachable(&LakeError::Store(http_error(
+        assert!(!outage::is_store_down(&missing));
+        assert!(!outage::is_store_down(&LakeError::Store(http_error(
             HttpErrorKind::Decode,
             std::io::ErrorKind::InvalidData
         ))));

@@ -257,6 +257,14 @@ pub fn events_file_origin(path: &str) -> Option<(&str, u64, u64)> {
     Some((parts.next()?, first, last))
 }
 
+/// Whether `value` is a survey id as partitions name them: 24 lowercase hex characters.
+pub fn is_survey_id(value: &str) -> bool {
+    value.len() == 24
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// The object path of a file a rewrite (erasure, compaction) writes: a random name with no
 /// `-`, so it is never taken for a flush's file (see [`events_file_instance`]).
 pub fn rewritten_file_path(kind: TableKind, survey_id: &str, date: Option<&str>) -> String {

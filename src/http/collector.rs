@@ -318,6 +318,12 @@ fn ingest_error(error: IngestError) -> ApiError {
         }
         // The tracking key could not be looked up: 503 while the catalog is unreachable.
         IngestError::Catalog(error) => ApiError::from(error),
+        // A store behind the batch (the lake, for a flush the collector waited on) is away:
+        // nothing was acknowledged, and the batch is welcome again shortly.
+        other if outage::is_store_down(&other) => {
+            tracing::warn!(error = %other, "collector refusing a batch: a store is unavailable");
+            ApiError::Unavailable("a store is unavailable; retry shortly".to_owned())
+        }
         other => ApiError::internal("could not store the batch", other),
     }
 }

@@ -2,7 +2,7 @@
 //! `GET .../session-deletions/{reference}`.
 //!
 //! The DELETE answers 202 once the tombstone is committed to the catalog and loaded by this
-//! instance's collector; the erasure itself runs in the background (`crate::erasure`). A
+//! instance's collector; the erasure itself runs in the background (`instance::erasure`). A
 //! repeated DELETE returns the existing deletion unchanged (a `failed` one starts over).
 
 use axum::Json;

@@ -114,7 +114,7 @@ impl From<catalog::Error> for ApiError {
     /// A catalog that cannot be reached right now (a PostgreSQL restart, an exhausted pool) is
     /// a 503 with `Retry-After`, which clients retry; any other catalog failure is a 500.
     fn from(error: catalog::Error) -> Self {
-        if error.is_unavailable() {
+        if outage::is_store_down(&error) {
             tracing::warn!(%error, "catalog unavailable");
             ApiError::Unavailable("the catalog is unavailable; retry shortly".to_owned())
         } else {

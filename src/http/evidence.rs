@@ -68,19 +68,11 @@ pub async fn get_evidence(
     Ok(Json(EvidenceEnvelope { data: evidence }))
 }
 
-/// How long a request waits for the lake. The object store's client retries a refused
-/// connection for much longer (a background flush should outlast an outage); a client waiting on
-/// an answer is better served by a 503 it retries, as it is during a catalog outage.
-const LAKE_READ_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Whether the lake answers a probe within a second: a failed read of a store that answers is
-/// a fault of ours (500), of one that does not an outage (503).
-async fn lake_answers(state: &AppState) -> bool {
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), state.lake.probe()).await,
-        Ok(Ok(()))
-    )
-}
+/// How long a request waits for the lake: the outage policy's read timeout. The object store's
+/// client retries a refused connection for much longer (a background flush should outlast an
+/// outage); a client waiting on an answer is better served by a 503 it retries, as it is during
+/// a catalog outage.
+const LAKE_READ_DEADLINE: Duration = outage::LAKE_READ_TIMEOUT;
 
 fn lake_unavailable() -> ApiError {
     ApiError::Unavailable("the lake is unavailable; retry shortly".to_owned())
@@ -133,7 +125,9 @@ pub async fn session_evidence(
     );
     let evidence = match tokio::time::timeout(LAKE_READ_DEADLINE, read).await {
         Ok(Ok(evidence)) => evidence,
-        Ok(Err(error)) if !lake::is_unreachable(&error) && lake_answers(state).await => {
+        // A failed read of stores that answer is a fault of ours (500); of one that does not, an
+        // outage (503).
+        Ok(Err(error)) if !outage::is_store_down(&error) && state.store_down().await.is_none() => {
             return Err(ApiError::internal(
                 "reading the session's evidence failed",
                 error,

@@ -212,7 +212,7 @@ pub async fn provision_survey(
         .map_err(|error| {
             // A catalog that is away (a restart, SQLite busy past its timeout under load) is
             // worth a retry: 503 with Retry-After; anything else is the spec's 500.
-            if error.is_unavailable() {
+            if outage::is_store_down(&error) {
                 ApiError::from(error)
             } else {
                 ApiError::internal("survey could not be provisioned", error)

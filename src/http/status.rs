@@ -17,7 +17,7 @@ use super::{AppState, iso8601};
 
 /// How long each store has to answer a readiness check. A store that takes longer counts as
 /// down: a load balancer polling every few seconds learns of an outage within one poll or two.
-const READY_TIMEOUT: Duration = Duration::from_secs(2);
+const READY_TIMEOUT: Duration = outage::PROBE_TIMEOUT;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -787,8 +787,8 @@ async fn compaction_merges_small_files_and_survives_a_crash() {
     assert_eq!(event_rows_by_session(&server), before);
     // The merged file is sorted by session.
     let order = duckdb_query(&format!(
-        "SELECT CAST(session_id AS VARCHAR) AS s FROM read_parquet('{}')",
-        server.events_glob()
+        "SELECT CAST(session_id AS VARCHAR) AS s FROM read_parquet({})",
+        server.events_files()
     ));
     let order: Vec<&str> = order
         .iter()

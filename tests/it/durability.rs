@@ -202,10 +202,10 @@ async fn acknowledged_events_survive_sigkill_and_land_in_the_lake_exactly_once()
 
     // SIGTERM flushes; then an outside reader sees exactly the counted rows, once each.
     server.terminate_ok().await;
-    let glob = server.events_glob();
+    let files = server.events_files();
     let per_reference = duckdb_query(&format!(
         "SELECT reference, count(*) AS n, count(DISTINCT session_id) AS sessions
-         FROM read_parquet('{glob}', hive_partitioning = true)
+         FROM read_parquet({files}, hive_partitioning = true)
          GROUP BY reference ORDER BY reference"
     ));
     let lake: HashMap<String, u64> = per_reference
@@ -230,7 +230,7 @@ async fn acknowledged_events_survive_sigkill_and_land_in_the_lake_exactly_once()
         counted_total,
         "the lake holds rows of references nobody sent: {lake:?}"
     );
-    assert_no_duplicate_events(&glob);
+    assert_no_duplicate_events(&files);
 
     // A restart after the clean stop changes nothing.
     server.restart().await;
@@ -340,9 +340,9 @@ async fn sigterm_under_load_exits_cleanly_and_counts_every_event_once() {
     }
 
     server.terminate_ok().await;
-    let glob = server.events_glob();
+    let files = server.events_files();
     let lake = duckdb_query(&format!(
-        "SELECT reference, count(*) AS n FROM read_parquet('{glob}', hive_partitioning = true)
+        "SELECT reference, count(*) AS n FROM read_parquet({files}, hive_partitioning = true)
          GROUP BY reference"
     ));
     assert_eq!(lake.len(), identifiers.len(), "{lake:?}");
@@ -354,15 +354,15 @@ async fn sigterm_under_load_exits_cleanly_and_counts_every_event_once() {
             "{reference}: lake rows differ from the lookup count"
         );
     }
-    assert_no_duplicate_events(&glob);
+    assert_no_duplicate_events(&files);
 }
 
 /// No (session, x, y) occurs twice: the test batches never repeat a position within a session,
 /// so a repeat is an event written twice.
-fn assert_no_duplicate_events(glob: &str) {
+fn assert_no_duplicate_events(files: &str) {
     let duplicates = duckdb_query(&format!(
         "SELECT count(*) AS n FROM (
-             SELECT session_id, x, y FROM read_parquet('{glob}', hive_partitioning = true)
+             SELECT session_id, x, y FROM read_parquet({files}, hive_partitioning = true)
              GROUP BY session_id, x, y HAVING count(*) > 1)"
     ));
     assert_eq!(

@@ -144,9 +144,9 @@ async fn log_disk_fault(fault: &str) {
     server.terminate_ok().await;
     let rows = duckdb_query(&format!(
         "SELECT CAST(x AS BIGINT) AS phase, count(*) AS n, count(DISTINCT y) AS distinct_events
-         FROM read_parquet('{}', hive_partitioning = true)
+         FROM read_parquet({}, hive_partitioning = true)
          WHERE reference = '{reference}' GROUP BY phase ORDER BY phase",
-        server.events_glob()
+        server.events_files()
     ));
     assert_eq!(
         rows,

@@ -143,6 +143,11 @@ impl TestServer {
         }
     }
 
+    /// The scale-out stores this server runs on, if it does.
+    pub(crate) fn scale_out_stores(&self) -> Option<&ScaleOutStores> {
+        self.scale_out.as_deref()
+    }
+
     /// Runs `telltale ARGS` on a deployment no server runs on yet: the data dir `root/data`,
     /// and `stores` when given (else the embedded default).
     pub(crate) fn cli_on(
@@ -849,12 +854,27 @@ impl TestServer {
         live_files_at(&self.lake_dir(), table)
     }
 
-    /// The glob of every events Parquet file in (a copy of) this server's lake.
+    /// The glob of every events Parquet file in (a copy of) this server's lake: for tests of the
+    /// plain-files contract (docs/lake.md), which outside readers of the folders rely on. Counts
+    /// of what the table holds go through [`TestServer::events_files`].
     pub(crate) fn events_glob(&self) -> String {
         format!(
             "{}/events/survey_id=*/**/*.parquet",
             self.lake_dir().display()
         )
+    }
+
+    /// The `events` table's live files in (a copy of) this server's lake, as a DuckDB list of
+    /// paths (`['/.../a.parquet', ...]`): what the table holds, never a file a compaction
+    /// replaced (kept for readers of older snapshots) or an upload no commit names.
+    pub(crate) fn events_files(&self) -> String {
+        let lake = self.lake_dir();
+        let paths: Vec<String> = live_files_at(&lake, "events")
+            .into_iter()
+            .map(|(path, _)| format!("'{}'", lake.join(path).display()))
+            .collect();
+        assert!(!paths.is_empty(), "the events table has no live file");
+        format!("[{}]", paths.join(", "))
     }
 }
 

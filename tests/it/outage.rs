@@ -1,10 +1,17 @@
 //! Outages of the stores under load. A server runs on a PostgreSQL cluster and a moto S3 server
-//! of the test's own while a collector load and an integrator's load run against it; PostgreSQL
-//! is stopped and started again (`pg_ctl -m fast`), then moto's HTTP server is stopped and
-//! started again (its buckets live on, as a real S3's would). Throughout: no answer is a 500,
-//! every 503 carries `Retry-After` and a JSON error, the collector keeps acknowledging into its
-//! log, readiness names the store that is down, and after each outage the service serves again
-//! without a restart; at the end every acknowledged batch is in the lake exactly once.
+//! of the test's own while a collector load and an integrator's load run against it.
+//!
+//! - Stopped: PostgreSQL is stopped and started again (`pg_ctl -m fast`), then moto's HTTP server
+//!   (its buckets live on, as a real S3's would).
+//! - Frozen and read-only: PostgreSQL's processes are frozen (SIGSTOP) and thawed, then it turns
+//!   read-only (every write refused, as after a failover) and writable again, then moto's process
+//!   is frozen and thawed; and a second server started while PostgreSQL is down answers 503
+//!   until it is back, then serves.
+//!
+//! Throughout: no answer is a 500, every 503 carries `Retry-After` and a JSON error, no request
+//! is held longer than the store timeout and a second, the collector keeps acknowledging into its
+//! log, and after each outage the service serves again without a restart; at the end every
+//! acknowledged batch is in the lake exactly once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +26,8 @@ use crate::stores::{PrivatePostgres, RestartableMoto, ScaleOutStores};
 #[derive(Debug, Clone)]
 struct Answer {
     at: f64,
+    /// How long the request took, in seconds.
+    took: f64,
     route: &'static str,
     status: u16,
     retry_after: Option<String>,
@@ -49,12 +58,13 @@ struct Load {
 }
 
 impl Load {
-    fn record(&self, route: &'static str, reply: &Reply) {
+    fn record(&self, route: &'static str, reply: &Reply, sent: Instant) {
         self.answers
             .lock()
             .expect("the loads' records")
             .push(Answer {
                 at: self.started.elapsed().as_secs_f64(),
+                took: sent.elapsed().as_secs_f64(),
                 route,
                 status: reply.status,
                 retry_after: reply.header("retry-after").map(str::to_owned),
@@ -79,6 +89,7 @@ async fn collector_load(server: Arc<TestServer>, load: Arc<Load>, tracking_key: 
     let mut number = 0u64;
     while !load.stop.load(Ordering::Relaxed) {
         let reference = &references[(number % 4) as usize];
+        let sent = Instant::now();
         let reply = server
             .collect(
                 &tracking_key,
@@ -87,7 +98,7 @@ async fn collector_load(server: Arc<TestServer>, load: Arc<Load>, tracking_key: 
                 numbered_batch(number),
             )
             .await;
-        load.record("collector", &reply);
+        load.record("collector", &reply, sent);
         if reply.status == 201 {
             load.acknowledged
                 .lock()
@@ -154,8 +165,9 @@ async fn integrator_load(
             ),
             _ => ("ready", client.get(server.url("/status/ready"))),
         };
+        let sent = Instant::now();
         let reply = send(request.bearer_auth(&key)).await;
-        load.record(route, &reply);
+        load.record(route, &reply, sent);
         if route == "start run" && reply.status == 202 {
             let run = reply.json()["data"]["id"].as_str().map(str::to_owned);
             if let Some(run) = run {
@@ -166,8 +178,9 @@ async fn integrator_load(
                 let poll = client
                     .get(server.url(&format!("{surveys}/scoring-runs/{run}")))
                     .bearer_auth(&key);
+                let sent = Instant::now();
                 let reply = send(poll).await;
-                load.record("run", &reply);
+                load.record("run", &reply, sent);
             }
         }
         turn += 1;
@@ -196,10 +209,21 @@ async fn ready_is(server: &TestServer, status: u16, within: Duration) -> Value {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
+/// A server on a PostgreSQL cluster and a moto server of the test's own, a survey with one
+/// session captured and scored (lookups and evidence have data), and the loads running.
+struct Rig {
+    postgres: Arc<PrivatePostgres>,
+    moto: RestartableMoto,
+    server: Arc<TestServer>,
+    key: String,
+    survey: crate::harness::Survey,
+    load: Arc<Load>,
+    loads: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn rig() -> Rig {
     let postgres = Arc::new(PrivatePostgres::create());
-    let mut moto = RestartableMoto::start();
+    let moto = RestartableMoto::start();
     let scratch = TestServer::new_root();
     let stores = ScaleOutStores::create_with(scratch.path(), &postgres.url(), &moto.endpoint).await;
     let server = Arc::new(
@@ -256,7 +280,7 @@ async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
         Arc::clone(&load),
         survey.tracking_key.clone(),
     ));
-    let integrator: Vec<_> = (0..ROUTES)
+    let mut loads: Vec<_> = (0..ROUTES)
         .map(|route| {
             tokio::spawn(integrator_load(
                 Arc::clone(&server),
@@ -268,6 +292,42 @@ async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
             ))
         })
         .collect();
+    loads.push(collector);
+    Rig {
+        postgres,
+        moto,
+        server,
+        key,
+        survey,
+        load,
+        loads,
+    }
+}
+
+impl Rig {
+    /// Stops the loads; the answers they got.
+    async fn stop(&mut self) -> Vec<Answer> {
+        self.load.stop.store(true, Ordering::Relaxed);
+        for load in self.loads.drain(..) {
+            load.await.expect("a load");
+        }
+        self.load
+            .answers
+            .lock()
+            .expect("the loads' records")
+            .clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
+    let mut rig = rig().await;
+    let (postgres, server, load) = (
+        Arc::clone(&rig.postgres),
+        Arc::clone(&rig.server),
+        Arc::clone(&rig.load),
+    );
+    let (key, survey) = (rig.key.clone(), rig.survey.clone());
     let outage = Duration::from_secs(8);
 
     // PostgreSQL goes away and comes back.
@@ -296,23 +356,17 @@ async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
         from: load.now(),
         to: 0.0,
     };
-    moto.stop();
+    rig.moto.stop();
     let down = ready_is(&server, 503, Duration::from_secs(10)).await;
     assert_ne!(down["checks"]["lake"], "ok", "{down}");
     assert_eq!(down["checks"]["catalog"], "ok", "{down}");
     tokio::time::sleep(outage).await;
-    moto.resume();
+    rig.moto.resume();
     ready_is(&server, 200, Duration::from_secs(15)).await;
     lake.to = load.now();
 
     tokio::time::sleep(Duration::from_secs(3)).await;
-    load.stop.store(true, Ordering::Relaxed);
-    collector.await.expect("collector load");
-    for load in integrator {
-        load.await.expect("integrator load");
-    }
-
-    let answers = load.answers.lock().expect("the loads' records").clone();
+    let answers = rig.stop().await;
     let statuses: std::collections::BTreeMap<(&str, u16), usize> =
         answers
             .iter()
@@ -333,26 +387,7 @@ async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
     eprintln!(
         "outage: catalog {catalog:?}, lake {lake:?}; answers (route, status): count {statuses:?}"
     );
-    let mut failures = Vec::new();
-    for answer in &answers {
-        let bad = match answer.status {
-            503 => {
-                answer.retry_after.is_none()
-                    || serde_json::from_str::<Value>(&answer.body)
-                        .ok()
-                        .and_then(|body| body.get("error").map(Value::is_string))
-                        != Some(true)
-            }
-            status => status >= 500,
-        };
-        if bad {
-            failures.push(answer.clone());
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "answers that were not a 503 with Retry-After and a JSON error: {failures:#?}"
-    );
+    assert_only_retryable_failures(&answers);
     let in_window = |window: Window, route: &str, status: u16| {
         answers
             .iter()
@@ -384,6 +419,40 @@ async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
         assert!(in_window(window, "collector", 201) > 50, "{window:?}");
     }
 
+    // Everything serves again without a restart, and every batch is counted once.
+    drop(server);
+    assert_every_batch_counted_once(rig, &key, &survey).await;
+}
+
+/// Every answer of 500 or more is a 503 with `Retry-After` and a JSON error.
+fn assert_only_retryable_failures(answers: &[Answer]) {
+    let mut failures = Vec::new();
+    for answer in answers {
+        let bad = match answer.status {
+            503 => {
+                answer.retry_after.is_none()
+                    || serde_json::from_str::<Value>(&answer.body)
+                        .ok()
+                        .and_then(|body| body.get("error").map(Value::is_string))
+                        != Some(true)
+            }
+            status => status >= 500,
+        };
+        if bad {
+            failures.push(answer.clone());
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "answers that were not a 503 with Retry-After and a JSON error: {failures:#?}"
+    );
+}
+
+/// After the outages: lookups count every acknowledged event, every run started during them
+/// completed, a new run completes, and every acknowledged batch is in the lake once, whole.
+async fn assert_every_batch_counted_once(rig: Rig, key: &str, survey: &crate::harness::Survey) {
+    let Rig { server, load, .. } = rig;
+    let key = key.to_owned();
     // Everything serves again without a restart: lookups count every acknowledged event, a new
     // run completes.
     let acknowledged = load
@@ -439,9 +508,9 @@ async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
         .collect();
     let rows = duckdb_query(&format!(
         "SELECT reference, CAST(x AS BIGINT) AS batch, count(*) AS n, count(DISTINCT y) AS d
-         FROM read_parquet('{}', hive_partitioning = true)
+         FROM read_parquet({}, hive_partitioning = true)
          WHERE reference IN ({}) GROUP BY reference, batch ORDER BY reference, batch",
-        server.events_glob(),
+        server.events_files(),
         references.join(",")
     ));
     let mut found: Vec<(String, u64)> = Vec::new();
@@ -463,4 +532,146 @@ async fn outages_of_postgresql_and_s3_answer_503_and_lose_no_batch() {
         found, acknowledged,
         "the lake holds the acknowledged batches"
     );
+}
+
+/// The longest a request may be held while a store hangs: the store timeout (5 s, the outage
+/// policy's) and a second.
+const HELD_AT_MOST_SECS: f64 = 6.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn frozen_and_read_only_stores_hold_no_request_and_a_start_waits_for_them() {
+    let mut rig = rig().await;
+    let (postgres, server, load) = (
+        Arc::clone(&rig.postgres),
+        Arc::clone(&rig.server),
+        Arc::clone(&rig.load),
+    );
+    let (key, survey) = (rig.key.clone(), rig.survey.clone());
+    let outage = Duration::from_secs(8);
+    let mut windows = Vec::new();
+
+    // PostgreSQL hangs: connections are taken and never answered.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut frozen = Window {
+        from: load.now(),
+        to: 0.0,
+    };
+    postgres.freeze(true);
+    ready_is(&server, 503, Duration::from_secs(10)).await;
+    tokio::time::sleep(outage).await;
+    postgres.freeze(false);
+    ready_is(&server, 200, Duration::from_secs(20)).await;
+    frozen.to = load.now();
+    windows.push(("frozen PostgreSQL", frozen));
+
+    // PostgreSQL refuses every write, as a demoted primary does after a failover.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut read_only = Window {
+        from: load.now(),
+        to: 0.0,
+    };
+    let cluster = Arc::clone(&postgres);
+    tokio::task::spawn_blocking(move || cluster.set_read_only(true))
+        .await
+        .expect("read-only");
+    tokio::time::sleep(outage).await;
+    let cluster = Arc::clone(&postgres);
+    tokio::task::spawn_blocking(move || cluster.set_read_only(false))
+        .await
+        .expect("writable");
+    read_only.to = load.now() + 2.0;
+    windows.push(("read-only PostgreSQL", read_only));
+
+    // The object store hangs.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut bucket = Window {
+        from: load.now(),
+        to: 0.0,
+    };
+    rig.moto.freeze(true);
+    ready_is(&server, 503, Duration::from_secs(10)).await;
+    tokio::time::sleep(outage).await;
+    rig.moto.freeze(false);
+    ready_is(&server, 200, Duration::from_secs(40)).await;
+    bucket.to = load.now();
+    windows.push(("frozen S3", bucket));
+
+    // A second server started while PostgreSQL is down takes its address, answers 503 (health
+    // answers: the process serves), and serves once the database is back.
+    let cluster = Arc::clone(&postgres);
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop PostgreSQL");
+    let second = TestServer::start_sharing(&server, &["--api-rate-per-minute", "1000000"]).await;
+    let waiting = second.context(&key).await;
+    assert_eq!(waiting.status, 503, "{}", waiting.text);
+    assert!(waiting.header("retry-after").is_some(), "{}", waiting.text);
+    assert!(waiting.json()["error"].is_string(), "{}", waiting.text);
+    let cluster = Arc::clone(&postgres);
+    tokio::task::spawn_blocking(move || cluster.start())
+        .await
+        .expect("start PostgreSQL");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = second.context(&key).await;
+        if reply.status == 200 {
+            break;
+        }
+        assert_eq!(reply.status, 503, "{}", reply.text);
+        assert!(
+            Instant::now() < deadline,
+            "the server started during the outage never served: {}",
+            reply.text
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(second);
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let answers = rig.stop().await;
+    for (name, window) in &windows {
+        let counts: std::collections::BTreeMap<(&str, u16), usize> = answers
+            .iter()
+            .filter(|answer| window.holds(answer.at))
+            .fold(Default::default(), |mut counts, answer| {
+                *counts.entry((answer.route, answer.status)).or_default() += 1;
+                counts
+            });
+        eprintln!("outage: during the {name} window {window:?}: {counts:?}");
+    }
+    assert_only_retryable_failures(&answers);
+    let held: Vec<&Answer> = answers
+        .iter()
+        .filter(|answer| answer.took > HELD_AT_MOST_SECS)
+        .collect();
+    assert!(
+        held.is_empty(),
+        "requests held past the store timeout and a second: {held:#?}"
+    );
+    let longest = answers.iter().map(|a| a.took).fold(0.0, f64::max);
+    eprintln!("outage: the longest request took {longest:.2} s");
+    // Writes were refused while PostgreSQL was read-only; the collector kept acknowledging.
+    let refused_writes = answers
+        .iter()
+        .filter(|answer| read_only.holds(answer.at) && answer.route == "provision")
+        .filter(|answer| answer.status == 503)
+        .count();
+    assert!(
+        refused_writes > 0,
+        "no provisioning refused while read-only"
+    );
+    for (name, window) in &windows {
+        let acknowledged = answers
+            .iter()
+            .filter(|answer| window.holds(answer.at) && answer.route == "collector")
+            .filter(|answer| answer.status == 201)
+            .count();
+        assert!(
+            acknowledged > 50,
+            "{name}: {acknowledged} batches acknowledged"
+        );
+    }
+
+    drop(server);
+    assert_every_batch_counted_once(rig, &key, &survey).await;
 }

@@ -103,12 +103,12 @@ async fn a_recorded_session_is_replayed_through_a_signed_link() {
 
     // The drawn strokes replay every move the lake holds within a pixel, at its time.
     let moves = duckdb_query(&format!(
-        "SELECT epoch_ms(event_time) AS t, x, y FROM read_parquet('{}') \
+        "SELECT epoch_ms(event_time) AS t, x, y FROM read_parquet({}) \
          WHERE type = 'pointermove' AND session_id IN \
-           (SELECT session_id FROM read_parquet('{}') WHERE reference = '{reference}') \
+           (SELECT session_id FROM read_parquet({}) WHERE reference = '{reference}') \
          ORDER BY t",
-        server.events_glob(),
-        server.events_glob()
+        server.events_files(),
+        server.events_files()
     ));
     // Presses are drawn apart from the strokes: the moves are what the strokes replay.
     let moves: Vec<(i64, f64, f64)> = moves

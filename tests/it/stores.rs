@@ -426,6 +426,61 @@ impl PrivatePostgres {
         let data = self.data().display().to_string();
         self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
     }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) every process of the cluster: the postmaster and
+    /// every backend. A frozen database takes connections into its listen queue and answers
+    /// nothing, as a hung host does.
+    pub(crate) fn freeze(&self, frozen: bool) {
+        let pid = std::fs::read_to_string(self.data().join("postmaster.pid"))
+            .expect("postmaster.pid")
+            .lines()
+            .next()
+            .expect("the postmaster's pid")
+            .trim()
+            .to_owned();
+        let children = Command::new("pgrep")
+            .args(["-P", &pid])
+            .output()
+            .expect("pgrep");
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let mut pids = vec![pid.clone()];
+        pids.extend(
+            String::from_utf8_lossy(&children.stdout)
+                .lines()
+                .map(str::to_owned),
+        );
+        // Thawed in the other order: backends first would wait on a stopped postmaster.
+        if !frozen {
+            pids.reverse();
+        }
+        let status = Command::new("kill")
+            .arg(signal)
+            .args(&pids)
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal} {pids:?}");
+    }
+
+    /// Makes every new transaction read-only (as a replica promoted the other way round, or a
+    /// primary after a failover that demoted it, refuses writes: 25006), or writable again.
+    pub(crate) fn set_read_only(&self, read_only: bool) {
+        let value = if read_only { "on" } else { "off" };
+        let url = self.url();
+        for sql in [
+            format!("ALTER SYSTEM SET default_transaction_read_only = {value}"),
+            "SELECT pg_reload_conf()".to_owned(),
+        ] {
+            let output = Command::new("psql")
+                .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url, "-c", &sql])
+                .output()
+                .expect("psql");
+            assert!(
+                output.status.success(),
+                "psql {sql}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
 }
 
 impl Drop for PrivatePostgres {
@@ -512,6 +567,17 @@ impl RestartableMoto {
         };
         moto.wait_until(true);
         moto
+    }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the server's process: connections are accepted by
+    /// the kernel and never answered.
+    pub(crate) fn freeze(&self, frozen: bool) {
+        let status = Command::new("kill")
+            .arg(if frozen { "-STOP" } else { "-CONT" })
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success(), "signal moto");
     }
 
     /// Stops the HTTP server: from the return on, connections are refused.

@@ -67,9 +67,9 @@ fn assert_reads_the_same(now: &Value, then: &Value, what: &str) {
 /// Events per browser session in the lake, as DuckDB reads its Parquet files.
 fn events_in_lake(server: &TestServer) -> Vec<(String, u64)> {
     duckdb_query(&format!(
-        "SELECT session_id, count(*) AS n FROM read_parquet('{}', hive_partitioning = true)
+        "SELECT session_id, count(*) AS n FROM read_parquet({}, hive_partitioning = true)
          GROUP BY session_id ORDER BY session_id",
-        server.events_glob()
+        server.events_files()
     ))
     .into_iter()
     .map(|row| {

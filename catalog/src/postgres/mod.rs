@@ -43,13 +43,30 @@ pub struct PgCatalog {
 type Tx<'c> = sqlx::Transaction<'c, Postgres>;
 
 /// See [`PgCatalog::open`].
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+const ACQUIRE_TIMEOUT: Duration = outage::CATALOG_CONNECT_TIMEOUT;
 
 impl PgCatalog {
     /// Connects to `url` (`postgres://...`) and applies pending migrations. Concurrent
     /// instances starting together are safe: sqlx's migrator holds an advisory lock.
     pub async fn open(url: &str) -> Result<Self> {
-        let options = PgConnectOptions::from_str(url)?.application_name("telltale");
+        let catalog = Self::connect(url).await?;
+        crate::migrate(&MIGRATOR, &catalog.pool).await?;
+        Ok(catalog)
+    }
+
+    /// Connects without migrating: to read a catalog another release may own (a restore's
+    /// source of tombstones).
+    pub async fn open_read_only(url: &str) -> Result<Self> {
+        Self::connect(url).await
+    }
+
+    async fn connect(url: &str) -> Result<Self> {
+        // A hung or overloaded server cancels a statement after the outage policy's timeout
+        // (57014, an outage to callers) instead of holding the request that waits for it.
+        let statement_timeout = outage::CATALOG_STATEMENT_TIMEOUT.as_millis().to_string();
+        let options = PgConnectOptions::from_str(url)?
+            .application_name("telltale")
+            .options([("statement_timeout", statement_timeout.as_str())]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
             // How long a request waits for a connection, including sqlx's retries of a refused
@@ -58,7 +75,6 @@ impl PgCatalog {
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
-        crate::migrate(&MIGRATOR, &pool).await?;
         Ok(Self { pool })
     }
 }

@@ -2,6 +2,13 @@
 //! into few large files sorted by session, so scans open fewer files and an erasure rewrites
 //! one file rather than every flush's.
 //!
+//! What a compaction needs of the deployment (whether a scoring run reads a survey's files, and
+//! a claim on a partition so instances sharing the lake split the work) it asks a
+//! [`CompactionGuard`], which the caller implements over its catalog.
+//!
+//! A group is merged in bounded memory, by byte ranges and a chunk of rows at a time
+//! ([`rewrite::merge_sorted_files`]).
+//!
 //! A partition is compacted when it holds at least two small files (fewer rows than half of
 //! the target). Its small files, in commit order, are cut into groups of at most the target's
 //! rows; each group of two or more files becomes one file, replaced with
@@ -9,12 +16,25 @@
 //! rewrite (an erasure) replaced meanwhile is skipped; the next compaction takes it again.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use catalog::{Catalog, CompactionClaim, SurveyId};
 
 use crate::rewrite::{self, RewriteError};
 use crate::{Change, Lake, LiveFile, NewFile, TableKind, tables};
+
+/// An error of the deployment a [`CompactionGuard`] asks (its catalog, say).
+pub type GuardError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What compaction asks of the deployment around the lake.
+#[async_trait::async_trait]
+pub trait CompactionGuard: Send + Sync {
+    /// Whether a scoring run reads the survey's events now: a file replaced under its scan
+    /// would be lost to it, so the survey is left alone.
+    async fn survey_is_scanned(&self, survey_id: &str) -> Result<bool, GuardError>;
+    /// Takes a partition (`survey_id`, date or "") for this compaction; false when another
+    /// worker holds it.
+    async fn claim(&self, survey_id: &str, partition: &str) -> Result<bool, GuardError>;
+    /// Gives a claimed partition back.
+    async fn release(&self, survey_id: &str, partition: &str) -> Result<(), GuardError>;
+}
 
 /// Settings of a compaction pass.
 #[derive(Debug, Clone)]
@@ -49,30 +69,26 @@ pub struct CompactionReport {
 }
 
 /// Compacts the events files of `survey` (or of every survey), skipping surveys a scoring run
-/// is scanning. `owner` names this process in the catalog's compaction claims.
+/// is scanning and partitions another worker holds (`guard`).
 pub async fn compact(
-    catalog: &Arc<dyn Catalog>,
+    guard: &dyn CompactionGuard,
     lake: &Lake,
-    owner: &str,
-    survey: Option<&SurveyId>,
+    survey: Option<&str>,
     config: &CompactionConfig,
 ) -> Result<CompactionReport, RewriteError> {
-    let files = lake
-        .table(TableKind::Events)
-        .live_files(survey.map(SurveyId::as_str))
-        .await?;
-    let mut partitions: BTreeMap<(SurveyId, Option<String>), Vec<LiveFile>> = BTreeMap::new();
+    let files = lake.table(TableKind::Events).live_files(survey).await?;
+    let mut partitions: BTreeMap<(String, Option<String>), Vec<LiveFile>> = BTreeMap::new();
     for file in files {
-        let Some(survey_id) = SurveyId::parse(&file.survey_id) else {
+        if !tables::is_survey_id(&file.survey_id) {
             tracing::warn!(
                 path = file.path,
                 "an events file outside any survey's partition"
             );
             continue;
-        };
+        }
         if rows(&file) < config.target_rows / 2 {
             partitions
-                .entry((survey_id, file.date.clone()))
+                .entry((file.survey_id.clone(), file.date.clone()))
                 .or_default()
                 .push(file);
         }
@@ -82,12 +98,20 @@ pub async fn compact(
         if small.len() < 2 {
             continue;
         }
-        if catalog.has_active_scoring_run(&survey_id).await? {
+        if guard
+            .survey_is_scanned(&survey_id)
+            .await
+            .map_err(RewriteError::Guard)?
+        {
             tracing::debug!(survey = %survey_id, "compaction skips a survey being scored");
             continue;
         }
         let partition = date.as_deref().unwrap_or("");
-        if !claim(catalog, &survey_id, partition, owner).await? {
+        if !guard
+            .claim(&survey_id, partition)
+            .await
+            .map_err(RewriteError::Guard)?
+        {
             tracing::debug!(survey = %survey_id, partition, "another worker compacts this partition");
             continue;
         }
@@ -95,57 +119,21 @@ pub async fn compact(
         small.sort_by(|a, b| (a.received, &a.path).cmp(&(b.received, &b.path)));
         let mut compacted = Ok(());
         for group in groups(&small, config.target_rows) {
-            compacted = compact_group(
-                catalog,
-                lake,
-                &survey_id,
-                date.as_deref(),
-                group,
-                &mut report,
-            )
-            .await;
+            compacted =
+                compact_group(guard, lake, &survey_id, date.as_deref(), group, &mut report).await;
             if compacted.is_err() {
                 break;
             }
         }
         // Released even after a failure; a claim that is never released lapses with its lease.
-        catalog
-            .release_compaction(&survey_id, partition, owner)
-            .await?;
+        guard
+            .release(&survey_id, partition)
+            .await
+            .map_err(RewriteError::Guard)?;
         compacted?;
     }
     Ok(report)
 }
-
-/// Claims a partition, taking it over from a command-line compaction of this host that died
-/// holding it (a server's claim lapses with its lease, or returns to it when it restarts).
-async fn claim(
-    catalog: &Arc<dyn Catalog>,
-    survey: &SurveyId,
-    partition: &str,
-    owner: &str,
-) -> Result<bool, RewriteError> {
-    match catalog
-        .claim_compaction(survey, partition, owner, CLAIM_LEASE_MS)
-        .await?
-    {
-        CompactionClaim::Claimed => Ok(true),
-        CompactionClaim::HeldBy(holder) if rewrite::command_line_owner_is_dead(&holder) => {
-            catalog
-                .release_compaction(survey, partition, &holder)
-                .await?;
-            Ok(catalog
-                .claim_compaction(survey, partition, owner, CLAIM_LEASE_MS)
-                .await?
-                == CompactionClaim::Claimed)
-        }
-        CompactionClaim::HeldBy(_) => Ok(false),
-    }
-}
-
-/// How long a compaction claim holds without release. A partition's compaction takes seconds to
-/// minutes; one that outlasts the claim can meet a second worker, whose file swap then loses.
-const CLAIM_LEASE_MS: i64 = 10 * 60 * 1000;
 
 /// A file's row count (the log records it for every file we write).
 fn rows(file: &LiveFile) -> u64 {
@@ -171,25 +159,29 @@ fn groups(files: &[LiveFile], target_rows: u64) -> Vec<&[LiveFile]> {
 }
 
 async fn compact_group(
-    catalog: &Arc<dyn Catalog>,
+    guard: &dyn CompactionGuard,
     lake: &Lake,
-    survey_id: &SurveyId,
+    survey_id: &str,
     date: Option<&str>,
     group: &[LiveFile],
     report: &mut CompactionReport,
 ) -> Result<(), RewriteError> {
-    let mut inputs = Vec::with_capacity(group.len());
-    for file in group {
-        inputs.push(lake.read(&file.path).await?);
-    }
-    let merged = tokio::task::spawn_blocking(move || {
-        rewrite::merge_sorted(
-            &inputs,
-            tables::session_column(TableKind::Events),
-            tables::writer_properties(TableKind::Events),
-        )
-    })
-    .await??;
+    // Read by byte ranges, a chunk of rows at a time: the merge's memory does not grow with
+    // the group's files (rewrite::merge_sorted_files).
+    let inputs: Vec<rewrite::MergeInput> = group
+        .iter()
+        .map(|file| rewrite::MergeInput {
+            path: file.path.clone(),
+            size: file.size,
+        })
+        .collect();
+    let merged = rewrite::merge_sorted_files(
+        lake.store(),
+        &inputs,
+        tables::session_column(TableKind::Events),
+        tables::writer_properties(TableKind::Events),
+    )
+    .await?;
     let received = group
         .iter()
         .map(|file| file.received)
@@ -200,8 +192,8 @@ async fn compact_group(
             Some((min, max))
         });
     let file = NewFile {
-        path: tables::rewritten_file_path(TableKind::Events, survey_id.as_str(), date),
-        survey_id: survey_id.as_str().to_owned(),
+        path: tables::rewritten_file_path(TableKind::Events, survey_id, date),
+        survey_id: survey_id.to_owned(),
         date: date.map(str::to_owned),
         size: merged.bytes.len() as u64,
         rows: merged.rows,
@@ -209,7 +201,11 @@ async fn compact_group(
     };
     let (rows_out, bytes_out) = (file.rows, file.size);
     // A run that started during the merge would lose the inputs under its scan: leave them.
-    if catalog.has_active_scoring_run(survey_id).await? {
+    if guard
+        .survey_is_scanned(survey_id)
+        .await
+        .map_err(RewriteError::Guard)?
+    {
         report.conflicts += 1;
         return Ok(());
     }

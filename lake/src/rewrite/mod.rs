@@ -31,7 +31,9 @@ use parquet::file::writer::SerializedFileWriter;
 
 use crate::{Change, Lake, LakeError, NewFile, Publication, TableKind, tables};
 
+mod merge;
 mod probe;
+pub use merge::{MergeInput, merge_sorted_files};
 pub use probe::holds_session;
 
 #[derive(Debug, thiserror::Error)]
@@ -42,8 +44,9 @@ pub enum RewriteError {
     Arrow(#[from] arrow::error::ArrowError),
     #[error(transparent)]
     Lake(#[from] LakeError),
-    #[error(transparent)]
-    Catalog(#[from] catalog::Error),
+    /// What the deployment around the lake answered (a compaction's guard: its catalog).
+    #[error("{0}")]
+    Guard(#[source] crate::operations::compact::GuardError),
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -455,7 +458,7 @@ fn host_name() -> String {
 }
 
 /// Whether `owner` names a command-line process of this host that no longer runs.
-pub(crate) fn command_line_owner_is_dead(owner: &str) -> bool {
+pub fn command_line_owner_is_dead(owner: &str) -> bool {
     let Some((pid, host)) = owner
         .strip_prefix("cli-")
         .and_then(|rest| rest.split_once('@'))

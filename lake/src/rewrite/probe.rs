@@ -36,11 +36,7 @@ pub async fn holds_session(
     size: u64,
     session: &SessionRows,
 ) -> Result<bool, RewriteError> {
-    let reader = RangeReader {
-        store: Arc::clone(store),
-        path: ObjectPath::from(path),
-        size,
-    };
+    let reader = RangeReader::new(store, path, size);
     let builder = ParquetRecordBatchStreamBuilder::new_with_options(
         reader,
         ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip),
@@ -132,10 +128,21 @@ pub(super) fn may_hold(
 }
 
 /// Byte ranges of one object of the lake's (read-only) store, for parquet's async reader.
-struct RangeReader {
+#[derive(Clone)]
+pub(crate) struct RangeReader {
     store: Arc<dyn ObjectStore>,
     path: ObjectPath,
     size: u64,
+}
+
+impl RangeReader {
+    pub(crate) fn new(store: &Arc<dyn ObjectStore>, path: &str, size: u64) -> RangeReader {
+        RangeReader {
+            store: Arc::clone(store),
+            path: ObjectPath::from(path),
+            size,
+        }
+    }
 }
 
 fn store_error(error: object_store::Error) -> ParquetError {

@@ -134,10 +134,7 @@ impl RunError {
     /// Whether the run failed because a store did not answer (the catalog unavailable, the
     /// object store unreachable), as opposed to what it read.
     fn is_outage(&self) -> bool {
-        match self {
-            RunError::Catalog(error) => error.is_unavailable(),
-            other => lake::is_unreachable(other),
-        }
+        outage::is_store_down(self)
     }
 }
 
@@ -159,7 +156,7 @@ impl Scorer {
     /// Whether the catalog or the lake fails to answer a probe within 2 s: a run that failed
     /// then failed for the outage, not for what it read.
     async fn a_store_is_down(&self) -> bool {
-        let within = std::time::Duration::from_secs(2);
+        let within = outage::PROBE_TIMEOUT;
         let (catalog, lake) = tokio::join!(
             tokio::time::timeout(within, self.catalog.ping()),
             tokio::time::timeout(within, self.lake.probe()),

@@ -8,8 +8,6 @@
 //! 404. Every answer under `/review/` is `no-store`, sends no referrer and allows only its own
 //! script and the evidence request (Content-Security-Policy).
 
-use std::path::Path;
-
 use axum::Json;
 use axum::Router;
 use axum::extract::{Query, State};
@@ -55,7 +53,10 @@ impl std::fmt::Debug for ReviewSecret {
 impl ReviewSecret {
     /// The configured secret, or the one kept in `data_dir/review-secret`, made at first start
     /// (readable by the owner only). Instances of a fleet must be given the same one.
-    pub fn load(configured: Option<&str>, data_dir: &Path) -> anyhow::Result<ReviewSecret> {
+    pub fn load(
+        configured: Option<&str>,
+        data_dir: &instance::DataDir,
+    ) -> anyhow::Result<ReviewSecret> {
         if let Some(secret) = configured {
             anyhow::ensure!(
                 secret.len() >= MIN_SECRET_BYTES,
@@ -63,7 +64,7 @@ impl ReviewSecret {
             );
             return Ok(ReviewSecret(secret.as_bytes().to_vec()));
         }
-        let path = data_dir.join("review-secret");
+        let path = data_dir.review_secret();
         match std::fs::read_to_string(&path) {
             Ok(secret) if secret.trim().len() >= MIN_SECRET_BYTES => {
                 Ok(ReviewSecret(secret.trim().as_bytes().to_vec()))
@@ -75,10 +76,7 @@ impl ReviewSecret {
                     catalog::ids::random_hex24(),
                     catalog::ids::random_hex24()
                 );
-                let temporary = path.with_extension("tmp");
-                write_private(&temporary, &secret)?;
-                std::fs::rename(&temporary, &path)?;
-                std::fs::File::open(data_dir)?.sync_all()?;
+                instance::data_dir::write_durably_private(&path, secret.as_bytes())?;
                 Ok(ReviewSecret(secret.into_bytes()))
             }
         }
@@ -111,26 +109,6 @@ impl ReviewSecret {
             .verify_slice(&bytes)
             .is_ok()
     }
-}
-
-#[cfg(unix)]
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()
-}
-
-#[cfg(not(unix))]
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    std::fs::write(path, text)?;
-    std::fs::File::open(path)?.sync_all()
 }
 
 pub fn routes() -> Router<AppState> {
@@ -372,16 +350,24 @@ mod tests {
     #[test]
     fn a_secret_is_kept_in_the_data_dir_or_taken_from_the_flag() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let first = ReviewSecret::load(None, dir.path()).expect("made");
-        let again = ReviewSecret::load(None, dir.path()).expect("kept");
+        let data = instance::DataDir::new(dir.path());
+        let first = ReviewSecret::load(None, &data).expect("made");
+        let again = ReviewSecret::load(None, &data).expect("kept");
         assert_eq!(first.0, again.0);
         assert!(first.0.len() >= MIN_SECRET_BYTES);
-        assert!(ReviewSecret::load(Some("short"), dir.path()).is_err());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(data.review_secret())
+                .expect("secret")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "the secret is the owner's alone");
+        }
+        assert!(ReviewSecret::load(Some("short"), &data).is_err());
         let given = "x".repeat(MIN_SECRET_BYTES);
         assert_eq!(
-            ReviewSecret::load(Some(&given), dir.path())
-                .expect("flag")
-                .0,
+            ReviewSecret::load(Some(&given), &data).expect("flag").0,
             given.as_bytes()
         );
     }
