@@ -103,8 +103,13 @@ const XTEST_LEVELS = {
   typing: FACTORS.typing.filter((level) => level !== "insert"),
   modality: FACTORS.modality.filter((level) => level !== "touch"),
 };
-// What the library generators are, in the factorial's terms: Playwright's fill is insertText.
-const LIBRARY_FACTORS = { path: "none", typing: "insert", pacing: "fast", modality: "library", driver: "cdp" };
+// What the library generators are, in the factorial's terms: Playwright's fill is insertText;
+// through the operating system (`--driver xtest`), PyAutoGUI's or xdotool's way: the pointer
+// jumps to a control and clicks, keys go 12 ms apart.
+const LIBRARY_FACTORS = {
+  cdp: { path: "none", typing: "insert", pacing: "fast", modality: "library", driver: "cdp" },
+  xtest: { path: "jump", typing: "xdotool", pacing: "fast", modality: "library", driver: "xtest" },
+};
 
 const ANSWERS = [
   "I mostly use it on the train in the morning",
@@ -153,8 +158,9 @@ function parseArgs(argv) {
     if (!args[required]) throw new Error(`--${required} is required`);
   }
   if (!GENERATORS.includes(args.generator)) throw new Error(`unknown generator ${args.generator}`);
-  if (Object.keys(args.forced).length && args.generator !== "factorial") {
-    throw new Error("factor levels can only be forced for the factorial generator");
+  const libraryDriver = Object.keys(args.forced).length === 1 && ["cdp", "xtest"].includes(args.forced.driver);
+  if (Object.keys(args.forced).length && args.generator !== "factorial" && !(libraryDriver && ["naive", "stealth"].includes(args.generator))) {
+    throw new Error("factor levels can only be forced for the factorial generator (naive and stealth take --driver cdp|xtest)");
   }
   args.seedList = seedRange(args.seeds);
   args.concurrency = Math.max(1, Number(args.concurrency));
@@ -303,7 +309,7 @@ function designFor(seed, forced = {}) {
  * page); otherwise a drawn touch design is redrawn without it.
  */
 function factorsFor(generator, seed, forced, layout = "demo") {
-  if (generator !== "factorial") return { ...LIBRARY_FACTORS };
+  if (generator !== "factorial") return { ...LIBRARY_FACTORS[forced.driver === "xtest" ? "xtest" : "cdp"] };
   const phone = LAYOUTS.layouts[layout].device === "phone";
   if (phone) return designFor(seed, { ...forced, modality: "touch" });
   const drawn = designFor(seed, forced);
@@ -332,6 +338,43 @@ async function fillNaive(page, r, layout) {
       else await page.click(action.selector);
     }
   }
+}
+
+/**
+ * The library generators through the operating system, as a script built on PyAutoGUI or
+ * xdotool fills a form (the page read over DevTools): the pointer jumps to each control's centre
+ * (a slider: the value's place) and clicks, a text goes in as keys 12 ms apart (xdotool type's
+ * default delay; a capital with Shift around it), the wheel scrolls a control into view. No pause
+ * between actions (naive), or a short one (stealth: 100-400 ms, as such scripts add).
+ */
+async function fillLibraryXtest(io, r, layout, stealthy) {
+  await io.rest(); // where the page sits on the screen
+  const quick = { notchMedian: 8 };
+  for (const actions of drawPlan(r, layout)) {
+    for (const action of actions) {
+      if (stealthy) await sleep(r.uniform(100, 400));
+      const selector = action.selector || `input[name="${action.name}"][value="${action.value}"]`;
+      const b = await wheelIntoView(io, r, quick, (dy) => io.wheel(dy), selector);
+      const p = action.do === "range" ? sliderPoint(action.value)(r, b) : { x: b.x + b.width / 2, y: b.y + b.height / 2 };
+      await io.playPath([{ x: p.x, y: p.y, t: 0 }]);
+      await io.press(0, 1);
+      if (action.do === "text") await io.keys(xdotoolKeys(action.text));
+    }
+  }
+}
+
+/** xdotool type's key events: each key down and up at once, the next 12 ms later. */
+function xdotoolKeys(text) {
+  const events = [];
+  let t = 0;
+  for (const ch of text) {
+    const capital = ch.length === 1 && ch !== ch.toLowerCase();
+    if (capital) events.push({ t, type: "down", key: "Shift" });
+    events.push({ t: t + 0.5, type: "down", key: ch }, { t: t + 1, type: "up", key: ch });
+    if (capital) events.push({ t: t + 1.5, type: "up", key: "Shift" });
+    t += 12;
+  }
+  return events;
 }
 
 // ---- what every factorial session shares -----------------------------------------------------
@@ -1945,6 +1988,17 @@ async function finish(io) {
 async function runLibrary(browsers, args, seed, reference) {
   const naive = args.generator === "naive";
   const r = rng(seed * 7919 + GENERATOR_NUMBER[args.generator]);
+  if (args.connect && args.forced.driver === "xtest") {
+    const io = await xtestDriver(args, { phone: false, window: args.window });
+    try {
+      await io.goto(pageUrl(args, reference));
+      await fillLibraryXtest(io, r, args.layout, !naive);
+      await finish(io);
+    } finally {
+      await io.close();
+    }
+    return {};
+  }
   if (args.connect) {
     const attached = await attachPlaywright(args);
     const page = attached.page;

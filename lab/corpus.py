@@ -64,6 +64,15 @@ AUTOMATION = {
     "train": {"factorial": 120, "phone": 16, "naive": 9, "stealth": 9, "redteam": 0},
     "holdout": {"factorial": 72, "phone": 10, "naive": 6, "stealth": 6, "redteam": 3},
 }
+# What the plan's first extension (after chunk 002) added: more factorial sessions with the mouse,
+# so that each pointer path family has enough sessions to be left out of a fit and measured, and
+# the library generators through the operating system too (PyAutoGUI's or xdotool's jumps and
+# keys), so every generator drives both input paths.
+EXTENSION = {
+    "train": {"mouse": 60, "library_xtest": 9},
+    "holdout": {"mouse": 40, "library_xtest": 6},
+}
+MOUSE_SEED_OFFSET = 1000
 # HOLDOUT-only automation written by the red team without reading the model, the features or the
 # generators (lab/redteam/README.md); the input path each drives through.
 REDTEAM_TOOLS = {"pptr-stealth": "devtools", "pw-keyboard": "devtools", "pw-touch": "devtools",
@@ -198,6 +207,7 @@ def build_plan() -> list[dict]:
                                     "generator": generator, "seed": seed, "layout": DESKTOP_LAYOUTS[n % 3],
                                     "factors": {"path": "none", "typing": "insert", "pacing": "fast",
                                                 "modality": "library", "driver": "cdp"}})
+        plan[split] += extension_entries(split)
         for tool in REDTEAM_TOOLS:
             for seed in range(1, counts["redteam"] + 1):
                 plan[split].append({"id": f"redteam/{tool}/{seed}", "split": split, "class": "bot", "kind": "redteam",
@@ -220,6 +230,71 @@ def build_plan() -> list[dict]:
     return ordered
 
 
+def extension_entries(split: str) -> list[dict]:
+    """The entries of the plan's extension (`EXTENSION`) for a split."""
+    counts = EXTENSION[split]
+    base = (0 if split == "train" else HOLDOUT_SEED_BASE) + MOUSE_SEED_OFFSET
+    entries = []
+    seeds = list(range(base + 1, base + counts["mouse"] + 1))
+    for layout_index, layout in enumerate(DESKTOP_LAYOUTS):
+        mine = seeds[layout_index::3]
+        if not mine:
+            continue
+        out = subprocess.run(["node", str(HERE / "bots.js"), "--list-design", f"{mine[0]}-{mine[-1]}",
+                              "--generator", "factorial", "--layout", layout, "--modality", "mouse"],
+                             check=True, capture_output=True, text=True).stdout
+        for design in map(json.loads, out.splitlines()):
+            if design["seed"] in mine:
+                entry = factorial_entry(split, layout, design)
+                entry.update(id=f"factorial-mouse/{design['seed']}", forced={"modality": "mouse"})
+                entries.append(entry)
+    for generator in ("naive", "stealth"):
+        for n in range(counts["library_xtest"]):
+            seed = base + n + 1
+            entries.append({"id": f"{generator}-xtest/{seed}", "split": split, "class": "bot", "kind": generator,
+                            "generator": generator, "seed": seed, "layout": DESKTOP_LAYOUTS[n % 3],
+                            "forced": {"driver": "xtest"},
+                            "factors": {"path": "jump", "typing": "xdotool", "pacing": "fast",
+                                        "modality": "library", "driver": "xtest"}})
+    return entries
+
+
+def extend_plan() -> None:
+    """Appends the extension's entries to the fixed plan: every recorded entry stays as it is
+    and where it is; the new ones go after each split's last entry, shuffled among themselves.
+    The manifest keeps the plan's earlier checksums."""
+    plan = read_jsonl(PLAN)
+    manifest = load_manifest()
+    if manifest["plan"]["sha256"] != sha256(PLAN):
+        raise SystemExit("plan.jsonl is not the plan the manifest fixes")
+    known = {entry["id"] for entry in plan}
+    added = []
+    for split in SPLITS:
+        new = [entry for entry in extension_entries(split) if entry["id"] not in known]
+        new.sort(key=lambda e: e["id"])
+        random.Random(f"telltale-corpus/order/{split}/extension-1").shuffle(new)
+        added += new
+    if not added:
+        log("the plan holds the extension already")
+        return
+    order = max(entry["order"] for entry in plan) + 1
+    by_split = {split: [e for e in plan if e["split"] == split] for split in SPLITS}
+    for entry in added:
+        entry["order"] = order
+        entry["input"] = input_path(entry)
+        order += 1
+        by_split[entry["split"]].append(entry)
+    extended = by_split["train"] + by_split["holdout"]
+    check_plan(extended)
+    PLAN.write_text("".join(json.dumps(entry, sort_keys=True) + "\n" for entry in extended))
+    history = manifest["plan"].get("history", [])
+    manifest["plan"] = {"file": PLAN.name, "sha256": sha256(PLAN), "sessions": len(extended),
+                        "history": history + [{"sha256": manifest["plan"]["sha256"],
+                                               "sessions": manifest["plan"]["sessions"]}]}
+    save_manifest(manifest)
+    log(f"added {len(added)} sessions to the plan ({len(extended)} in all)")
+
+
 def factorial_entry(split: str, layout: str, design: dict) -> dict:
     return {"id": f"factorial/{design['seed']}", "split": split, "class": "bot", "kind": "factorial",
             "generator": "factorial", "seed": design["seed"], "layout": layout, "factors": design["factors"]}
@@ -231,7 +306,7 @@ def input_path(entry: dict) -> str:
     kind = entry["kind"]
     if kind in ("person", "twin"):
         return "xtest"
-    if kind == "factorial":
+    if kind == "factorial" or entry.get("factors", {}).get("driver") == "xtest":
         return "xtest" if entry["factors"]["driver"] == "xtest" else "devtools"
     if kind == "redteam":
         return REDTEAM_TOOLS[entry["tool"]]
@@ -544,9 +619,11 @@ def record_attached(ctx: Context, display, pages, entry: dict, reference: str) -
         else:
             generator = "touch-person" if entry["kind"] == "touch-person" else entry["generator"]
             seed = touch_job_number(ctx, entry) if entry["kind"] == "touch-person" else entry["seed"]
+            forced = [flag for factor, level in (entry.get("forced") or {}).items()
+                      for flag in (f"--{factor}", level)]
             command = ["node", str(HERE / "bots.js"), *where, "--generator", generator, "--seeds", str(seed),
                        "--layout", entry["layout"], "--replay-traces", str(ctx.strokes),
-                       "--typing-traces", str(ctx.typing), "--touch-people", str(ctx.touch)]
+                       "--typing-traces", str(ctx.typing), "--touch-people", str(ctx.touch), *forced]
         done = subprocess.run(command, capture_output=True, text=True, timeout=900)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if not lines:
@@ -1354,11 +1431,15 @@ def main() -> None:
     parser.add_argument("--commit", action="store_true", help="record: commit the chunk once written")
     parser.add_argument("--allow-dirty", action="store_true", help="record: a trial from an uncommitted tree")
     parser.add_argument("--force", action="store_true", help="plan: write it again (only before any chunk)")
+    parser.add_argument("--extend", action="store_true",
+                        help="plan: append the extension's sessions (EXTENSION) to the fixed plan")
     parser.add_argument("--chunk", action="append", help="load: only these chunks (TRAIN only)")
     parser.add_argument("--smallest", action="store_true", help="load: only the smallest TRAIN chunk (CI)")
     parser.add_argument("--model", type=Path, help="evaluate: the model file whose version reads HOLDOUT")
     args = parser.parse_args()
-    if args.step == "plan":
+    if args.step == "plan" and args.extend:
+        extend_plan()
+    elif args.step == "plan":
         write_plan(args.force)
     elif args.step == "record":
         record_chunk(args.minutes, args.workers, args.split, args.commit, args.allow_dirty, args.only)
