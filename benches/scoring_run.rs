@@ -486,7 +486,7 @@ async fn main() -> anyhow::Result<()> {
             "--flush-interval-ms",
             "1000",
             "--log-filter",
-            "warn,tower_http=off,scorer=info,telltale::erasure=info",
+            "warn,tower_http=off,scorer=info,instance::erasure=info",
             // Compaction is timed on its own below.
             "--compaction-interval-secs",
             "0",

@@ -28,7 +28,7 @@ import humans
 import pace
 from pipeline import DATASETS, Server, lake_rows, log
 
-ALIKE = re.compile(r"^(\d+) sessions in this survey move alike$")
+ALIKE = re.compile(r"^(\d+) sessions in this survey move alike( \((pointing|typing|touch)\))?$")
 
 
 def posted(base: humans.BaseSession, reference: str, tracking_key: str) -> pace.Paced:

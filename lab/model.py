@@ -188,7 +188,7 @@ def score(model: dict, features: dict) -> float:
 # bottom of review for a cluster of fewer than COHORT_LARGE sessions.
 COHORT_PENALTY = 4.0
 COHORT_LARGE = 20
-COHORT_REASON = re.compile(r"^(\d+) sessions in this survey move alike$")
+COHORT_REASON = re.compile(r"^(\d+) sessions in this survey move alike( \((pointing|typing|touch)\))?$")
 
 
 def cohort_adjusted(model: dict, percent: float, reasons: list[str]) -> float:

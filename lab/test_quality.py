@@ -379,6 +379,7 @@ class ModelTest(unittest.TestCase):
         bands = {"bands": {"review_from": 30.0, "human_from": 70.0}}
         self.assertEqual(model.cohort_adjusted(bands, 95.0, ["41 sessions in this survey move alike"]), 25.82)
         self.assertEqual(model.cohort_adjusted(bands, 95.0, ["9 sessions in this survey move alike"]), 30.0)
+        self.assertEqual(model.cohort_adjusted(bands, 95.0, ["9 sessions in this survey move alike (typing)"]), 30.0)
         self.assertEqual(model.cohort_adjusted(bands, 20.0, ["9 sessions in this survey move alike"]), 20.0)
         self.assertEqual(model.cohort_adjusted(bands, 95.0, ["webdriver=1 (-8.00)"]), 95.0)
         self.assertEqual(model.cohort_adjusted(bands, 95.0, []), 95.0)

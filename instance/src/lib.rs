@@ -120,15 +120,14 @@ impl Stores {
     /// The one answer to "is a store down" a caller needs when an error alone does not say (a
     /// failed read of a store that answers is a fault of ours, of one that does not an outage).
     pub async fn down(&self) -> Option<&'static str> {
-        let within = outage::PROBE_TIMEOUT;
         let (catalog, lake) = tokio::join!(
-            tokio::time::timeout(within, self.catalog.ping()),
-            tokio::time::timeout(within, self.lake.probe()),
+            outage::probe(self.catalog.ping()),
+            outage::probe(self.lake.probe()),
         );
-        if !matches!(catalog, Ok(Ok(_))) {
+        if catalog.is_err() {
             return Some("catalog");
         }
-        if !matches!(lake, Ok(Ok(_))) {
+        if lake.is_err() {
             return Some("lake");
         }
         None

@@ -42,6 +42,23 @@ pub const LAKE_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// take before the store counts as down.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Whether a store answers `probe` (a ping of the catalog, a request of the object store) within
+/// [`PROBE_TIMEOUT`]: `Ok`, or why not. The one place a store counts as down for not answering:
+/// readiness, a run deciding whether it failed for an outage, a read whose error alone does not
+/// say.
+pub async fn probe<E: std::fmt::Display>(
+    probe: impl std::future::Future<Output = Result<(), E>>,
+) -> Result<(), String> {
+    match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!(
+            "no answer within {} s",
+            PROBE_TIMEOUT.as_secs_f32()
+        )),
+    }
+}
+
 /// What `error`, or the first cause of it that a store raised, says about that store.
 pub fn classify(error: &(dyn Error + 'static)) -> Fault {
     let mut cause = Some(error);
@@ -201,6 +218,18 @@ mod tests {
         assert_eq!(classify(&sqlx::Error::RowNotFound), Fault::Bug);
         let plain = std::io::Error::other("a parse failure");
         assert_eq!(classify(&Wrapped(Box::new(plain))), Fault::Bug);
+    }
+
+    #[tokio::test]
+    async fn a_probe_that_does_not_answer_in_time_says_so() {
+        assert_eq!(probe(async { Ok::<(), String>(()) }).await, Ok(()));
+        assert_eq!(
+            probe(async { Err::<(), _>("refused") }).await,
+            Err("refused".to_owned())
+        );
+        let hung = probe(std::future::pending::<Result<(), String>>());
+        let why = hung.await.expect_err("hung");
+        assert!(why.starts_with("no answer within 2"), "{why}");
     }
 
     #[tokio::test]

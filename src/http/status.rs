@@ -2,8 +2,6 @@
 //! (`/status/ready`: the catalog and the lake answer), status, and Prometheus metrics
 //! (`/metrics`). None of them checks keys or surveys.
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -14,10 +12,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{AppState, iso8601};
-
-/// How long each store has to answer a readiness check. A store that takes longer counts as
-/// down: a load balancer polling every few seconds learns of an outage within one poll or two.
-const READY_TIMEOUT: Duration = outage::PROBE_TIMEOUT;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -95,7 +89,10 @@ pub async fn live() -> Json<Health> {
     )
 )]
 pub async fn ready(State(state): State<AppState>) -> Response {
-    let (catalog, lake) = tokio::join!(check(state.catalog.ping()), check(state.lake.probe()));
+    let (catalog, lake) = tokio::join!(
+        outage::probe(state.catalog.ping()),
+        outage::probe(state.lake.probe())
+    );
     let checks = Checks {
         catalog: catalog.clone().err().unwrap_or_else(|| "ok".to_owned()),
         lake: lake.clone().err().unwrap_or_else(|| "ok".to_owned()),
@@ -127,20 +124,6 @@ pub async fn ready(State(state): State<AppState>) -> Response {
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(1u64));
     response
-}
-
-/// `Ok(())`, or why `probe` failed or did not finish within [`READY_TIMEOUT`].
-async fn check<E: std::fmt::Display>(
-    probe: impl Future<Output = Result<(), E>>,
-) -> Result<(), String> {
-    match tokio::time::timeout(READY_TIMEOUT, probe).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(error)) => Err(error.to_string()),
-        Err(_) => Err(format!(
-            "no answer within {} s",
-            READY_TIMEOUT.as_secs_f32()
-        )),
-    }
 }
 
 /// Status with the service's current date and version.

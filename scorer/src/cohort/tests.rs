@@ -71,20 +71,24 @@ fn a_cluster_lowers_a_score_with_a_reason_and_a_small_one_only_to_review() {
         reasons: Vec::new(),
     };
     let small = Standing {
+        modality: 0,
         alike: 8,
         expected: 0.01,
+        expected_reference: 0.01,
     };
     let adjusted = adjust(&model, human.clone(), Some(small));
     assert_eq!(adjusted.band, "review");
     assert!((adjusted.human_score_percent - model.bands.review_from).abs() < 1e-9);
     assert_eq!(
         adjusted.reasons[0].describe(),
-        "9 sessions in this survey move alike"
+        "9 sessions in this survey move alike (pointing)"
     );
     // Large: below review on its own.
     let large = Standing {
+        modality: 1,
         alike: 40,
         expected: 0.5,
+        expected_reference: 0.5,
     };
     let adjusted = adjust(&model, human.clone(), Some(large));
     assert_eq!(adjusted.band, "automation-like", "{adjusted:?}");
@@ -93,15 +97,91 @@ fn a_cluster_lowers_a_score_with_a_reason_and_a_small_one_only_to_review() {
     // Not a cluster: too few alike, or no more than chance; nothing changes.
     for standing in [
         Standing {
+            modality: 0,
             alike: 3,
             expected: 0.0,
+            expected_reference: 0.0,
         },
         Standing {
+            modality: 0,
             alike: 50,
             expected: 10.0,
+            expected_reference: 10.0,
         },
     ] {
         assert_eq!(adjust(&model, human.clone(), Some(standing)), human);
     }
     assert_eq!(adjust(&model, human.clone(), None), human);
+}
+
+/// A farm whose pointing comes from one generator and whose keys each come from another person
+/// (its typing spread as people's is) is found in the pointing modality, and named so.
+#[test]
+fn a_farm_alike_in_its_pointing_and_not_its_typing_is_found_by_its_pointing() {
+    let model = Model::default_model().expect("model");
+    let mut rng = Rng::new(11);
+    let mut all = cohort_people(&model, 300, &mut rng);
+    let people_count = all.len();
+    let donors = cohort_people(&model, 25, &mut rng);
+    let farm = cohort_farm(&model, 25, 0.01, &mut rng);
+    let typing = &COHORT_FEATURES[MODALITIES[1].features.clone()];
+    for (mut session, donor) in farm.into_iter().zip(donors) {
+        for name in typing {
+            session.set(name, donor.get(name).expect("a feature"));
+        }
+        all.push(session);
+    }
+    let refs: Vec<&Features> = all.iter().collect();
+    let standings = standings(&model, &refs);
+    let farm_found: Vec<&Standing> = standings[people_count..]
+        .iter()
+        .flatten()
+        .filter(|s| s.clustered())
+        .collect();
+    assert_eq!(farm_found.len(), 25, "{standings:?}");
+    assert!(
+        farm_found
+            .iter()
+            .all(|s| MODALITIES[s.modality].name == "pointing")
+    );
+    let people_flagged = standings[..people_count]
+        .iter()
+        .flatten()
+        .filter(|s| s.clustered())
+        .count();
+    assert!(
+        people_flagged * 100 <= people_count,
+        "{people_flagged} people clustered"
+    );
+}
+
+/// A survey that is 80 % one farm: the farm sets the survey's own spread, so against it the
+/// farm looks like chance; against the people's spread it is found.
+#[test]
+fn a_farm_that_is_most_of_the_survey_is_found_against_the_peoples_spread() {
+    let model = Model::default_model().expect("model");
+    let mut rng = Rng::new(5);
+    let mut all = cohort_people(&model, 30, &mut rng);
+    let people_count = all.len();
+    all.extend(cohort_farm(&model, 120, 0.01, &mut rng));
+    let refs: Vec<&Features> = all.iter().collect();
+    let standings = standings(&model, &refs);
+    let farm: Vec<Standing> = standings[people_count..]
+        .iter()
+        .flatten()
+        .copied()
+        .collect();
+    assert_eq!(farm.len(), 120);
+    assert!(
+        farm.iter()
+            .all(|s| f64::from(s.alike) < SURPRISE * s.expected),
+        "the survey's own spread hides the farm: {farm:?}"
+    );
+    assert!(farm.iter().all(Standing::clustered), "{farm:?}");
+    let people_flagged = standings[..people_count]
+        .iter()
+        .flatten()
+        .filter(|s| s.clustered())
+        .count();
+    assert_eq!(people_flagged, 0);
 }

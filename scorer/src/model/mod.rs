@@ -146,9 +146,10 @@ pub enum Reason {
     /// The session showed too little of every modality that can decide: the amounts, in the
     /// model's `evidence` order, with their labels.
     TooLittleBehaviour(Vec<(String, f64)>),
-    /// The scoring run found this many other sessions of the survey alike with this one, far
-    /// more than people would be ([`crate::cohort`]).
-    Cohort(u32),
+    /// The scoring run found this many other sessions of the survey alike with this one in one
+    /// modality (`pointing`, `typing`, `touch`), far more than people would be
+    /// ([`crate::cohort`]).
+    Cohort { alike: u32, modality: &'static str },
 }
 
 impl Reason {
@@ -163,9 +164,9 @@ impl Reason {
                     .collect();
                 format!("too little behaviour: {}", parts.join(", "))
             }
-            Reason::Cohort(alike) => {
+            Reason::Cohort { alike, modality } => {
                 format!(
-                    "{} sessions in this survey move alike",
+                    "{} sessions in this survey move alike ({modality})",
                     u64::from(*alike) + 1
                 )
             }
@@ -176,7 +177,7 @@ impl Reason {
     pub fn contribution(&self) -> Option<&Contribution> {
         match self {
             Reason::Feature(contribution) => Some(contribution),
-            Reason::TooLittleBehaviour(_) | Reason::Cohort(_) => None,
+            Reason::TooLittleBehaviour(_) | Reason::Cohort { .. } => None,
         }
     }
 }

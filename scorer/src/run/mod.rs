@@ -156,12 +156,11 @@ impl Scorer {
     /// Whether the catalog or the lake fails to answer a probe within 2 s: a run that failed
     /// then failed for the outage, not for what it read.
     async fn a_store_is_down(&self) -> bool {
-        let within = outage::PROBE_TIMEOUT;
         let (catalog, lake) = tokio::join!(
-            tokio::time::timeout(within, self.catalog.ping()),
-            tokio::time::timeout(within, self.lake.probe()),
+            outage::probe(self.catalog.ping()),
+            outage::probe(self.lake.probe()),
         );
-        !matches!(catalog, Ok(Ok(()))) || !matches!(lake, Ok(Ok(())))
+        catalog.is_err() || lake.is_err()
     }
 
     /// Claims `run` and works it to its end. `on_progress` sees every counter update.
