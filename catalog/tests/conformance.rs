@@ -136,6 +136,7 @@ conformance!(
     the_api_limit_holds_across_instances,
     tombstones_polled_by_id_miss_none_under_concurrent_requests,
     scores_and_erasure_show_in_lookup,
+    a_lookup_follows_a_session_that_moves_to_another_reference,
     a_deletion_is_claimed_by_one_instance,
     a_partition_is_compacted_by_one_instance_at_a_time,
     an_erasure_waits_for_live_instances_that_have_not_purged,
@@ -538,6 +539,80 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
         .expect("exists");
     assert_eq!(run.failures, [failure("other-reference")]);
     assert_eq!(run.failed, 3);
+}
+
+/// What a lookup answers of a reference follows its sessions: a session linked to another
+/// reference leaves the first one's sums, a reference left with no session and no score is
+/// absent, and erasing a reference refreshes every other reference it shared a session with.
+async fn a_lookup_follows_a_session_that_moves_to_another_reference(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    let (first, second) = (REFERENCE, "second-reference");
+    let lookup = |references: &[&str]| {
+        let references: Vec<String> = references.iter().map(|r| (*r).to_owned()).collect();
+        let survey = survey.id.clone();
+        async move {
+            let mut found = catalog
+                .lookup_sessions(&survey, &references)
+                .await
+                .expect("lookup");
+            found.sort_by(|a, b| a.reference.cmp(&b.reference));
+            found
+                .into_iter()
+                .map(|s| (s.reference, s.event_count))
+                .collect::<Vec<_>>()
+        }
+    };
+    catalog
+        .apply_session_stats(
+            "i",
+            1,
+            &[
+                delta(&survey, "tab-1", Some(first), 3),
+                delta(&survey, "tab-2", Some(first), 2),
+            ],
+        )
+        .await
+        .expect("stats");
+    assert_eq!(lookup(&[first]).await, [(first.to_owned(), 5)]);
+
+    // tab-1 is linked to the second reference: its events (3 + 4) go with it.
+    catalog
+        .apply_session_stats("i", 2, &[delta(&survey, "tab-1", Some(second), 4)])
+        .await
+        .expect("stats");
+    assert_eq!(
+        lookup(&[first, second]).await,
+        [(first.to_owned(), 2), (second.to_owned(), 7)]
+    );
+    // A batch without a reference keeps the session's link.
+    catalog
+        .apply_session_stats("i", 3, &[delta(&survey, "tab-1", None, 1)])
+        .await
+        .expect("stats");
+    assert_eq!(lookup(&[second]).await, [(second.to_owned(), 8)]);
+
+    // tab-2 follows: the first reference has no session and no score left.
+    catalog
+        .apply_session_stats("i", 4, &[delta(&survey, "tab-2", Some(second), 1)])
+        .await
+        .expect("stats");
+    assert_eq!(lookup(&[first, second]).await, [(second.to_owned(), 11)]);
+
+    // Erasing the first reference with tab-2 among its identifiers (a session it once had)
+    // takes tab-2 from the second reference too.
+    let identifiers = vec!["tab-2".to_owned()];
+    let erasure = SessionErasure {
+        survey_id: survey.id.clone(),
+        reference: first.to_owned(),
+        identifier_hashes: identifiers
+            .iter()
+            .map(|identifier| identifier_tombstone_hash(&survey.id, identifier))
+            .collect(),
+        identifiers,
+    };
+    catalog.erase_session_rows(&erasure).await.expect("erase");
+    assert_eq!(lookup(&[first, second]).await, [(second.to_owned(), 8)]);
 }
 
 async fn an_erasure_waits_for_live_instances_that_have_not_purged(fixture: Fixture) {

@@ -29,6 +29,8 @@ use crate::model::*;
 use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
 use crate::{Error, Result, now_millis};
 
+mod summaries;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// Advisory lock classes (the first half of a two-key advisory lock); class 2 is the API
@@ -211,6 +213,18 @@ crate::shared::impl_surveys!(PgCatalog, {
     ) -> Result<()> {
         let deltas = merge_deltas(deltas);
         let mut tx = self.pool.begin().await?;
+        // The references the sessions are linked to before the upsert (one may move away) and
+        // after it: what a lookup answers of each is refreshed in the same transaction.
+        let surveys: Vec<String> = deltas
+            .iter()
+            .map(|d| d.survey_id.as_str().to_owned())
+            .collect();
+        let identifiers: Vec<String> = deltas.iter().map(|d| d.identifier.clone()).collect();
+        let mut touched = if deltas.is_empty() {
+            Vec::new()
+        } else {
+            Self::references_of(&mut tx, &surveys, &identifiers).await?
+        };
         if !deltas.is_empty() {
             // One statement whatever the batch size: the columns travel as seven arrays.
             sqlx::query(
@@ -271,6 +285,8 @@ crate::shared::impl_surveys!(PgCatalog, {
             )
             .execute(&mut *tx)
             .await?;
+            touched.extend(Self::references_of(&mut tx, &surveys, &identifiers).await?);
+            Self::refresh_summaries(&mut tx, &touched).await?;
         }
         set_watermark(&mut tx, instance, WalConsumer::Stats, through_lsn).await?;
         tx.commit().await?;
@@ -285,18 +301,13 @@ crate::shared::impl_surveys!(PgCatalog, {
         if references.is_empty() {
             return Ok(Vec::new());
         }
-        // Driven by the wanted references: each is one probe of the covering index and one
-        // of the scores' primary key, whatever the survey's size.
+        // One probe of `reference_summaries`' primary key a reference, whatever the survey's
+        // size: the row holds the sessions' summed statistics and the latest score.
         let rows = sqlx::query(
-            "SELECT w.reference, s.event_count, s.first_event_at, s.last_event_at,
-                    sc.human_score_percent, sc.score_band, sc.scored_at, sc.model_version
+            "SELECT r.reference, r.event_count, r.first_event_at, r.last_event_at,
+                    r.human_score_percent, r.score_band, r.scored_at, r.model_version
              FROM (SELECT DISTINCT unnest($2::text[]) AS reference) w
-             CROSS JOIN LATERAL (
-                 SELECT count(*) AS identifiers, sum(event_count)::int8 AS event_count,
-                        min(first_event_at) AS first_event_at, max(last_event_at) AS last_event_at
-                 FROM sessions WHERE survey_id = $1 AND reference = w.reference) s
-             LEFT JOIN session_scores sc ON sc.survey_id = $1 AND sc.reference = w.reference
-             WHERE s.identifiers > 0 OR sc.reference IS NOT NULL",
+             JOIN reference_summaries r ON r.survey_id = $1 AND r.reference = w.reference",
         )
         .bind(survey.as_str())
         .bind(references)
@@ -443,6 +454,8 @@ crate::shared::impl_runs!(PgCatalog, {
             )
             .execute(&mut *tx)
             .await?;
+            // What a lookup answers of each, in the same transaction.
+            Self::record_summary_scores(&mut tx, survey, &scores).await?;
         }
         tx.commit().await?;
         Ok(true)

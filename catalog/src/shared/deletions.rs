@@ -191,6 +191,17 @@ macro_rules! erase_session_rows_in {
         let now = now_millis();
         let survey = $erasure.survey_id.as_str();
         let in_list_3 = <$backend>::IN_LIST_3;
+        // Other references whose sessions go too (an identifier linked to the session and to
+        // another reference): what a lookup answers of them is refreshed below.
+        let linked: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT DISTINCT reference FROM sessions WHERE survey_id = $1
+               AND (reference = $2 OR identifier {in_list_3}) AND reference IS NOT NULL"
+        ))
+        .bind(survey)
+        .bind(&$erasure.reference)
+        .bind(<$backend>::bound_list(&$erasure.identifiers))
+        .fetch_all(&mut *$tx)
+        .await?;
         sqlx::query(&format!(
             "DELETE FROM sessions WHERE survey_id = $1
                AND (reference = $2 OR identifier {in_list_3})"
@@ -201,6 +212,17 @@ macro_rules! erase_session_rows_in {
         .execute(&mut *$tx)
         .await?;
         sqlx::query("DELETE FROM session_scores WHERE survey_id = $1 AND reference = $2")
+            .bind(survey)
+            .bind(&$erasure.reference)
+            .execute(&mut *$tx)
+            .await?;
+        let others: Vec<(String, String)> = linked
+            .into_iter()
+            .filter(|reference| *reference != $erasure.reference)
+            .map(|reference| (survey.to_owned(), reference))
+            .collect();
+        <$backend>::refresh_summaries(&mut $tx, &others).await?;
+        sqlx::query("DELETE FROM reference_summaries WHERE survey_id = $1 AND reference = $2")
             .bind(survey)
             .bind(&$erasure.reference)
             .execute(&mut *$tx)

@@ -17,6 +17,8 @@ use crate::model::*;
 use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
 use crate::{Error, Result, now_millis};
 
+mod summaries;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 /// SQLite bounds the number of bound parameters per statement; lookups are at most 100
@@ -177,6 +179,13 @@ crate::shared::impl_surveys!(SqliteCatalog, {
         deltas: &[SessionDelta],
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
+        // The references the sessions are linked to before the upsert (one may move away) and
+        // after it: what a lookup answers of each is refreshed in the same transaction.
+        let keys: Vec<(&str, &str)> = deltas
+            .iter()
+            .map(|delta| (delta.survey_id.as_str(), delta.identifier.as_str()))
+            .collect();
+        let mut touched = Self::references_of(&mut tx, &keys).await?;
         for chunk in deltas.chunks(MAX_ROWS_PER_STATEMENT / 7) {
             let mut insert = QueryBuilder::new(
                 "INSERT INTO sessions
@@ -207,6 +216,8 @@ crate::shared::impl_surveys!(SqliteCatalog, {
             );
             insert.build().execute(&mut *tx).await?;
         }
+        touched.extend(Self::references_of(&mut tx, &keys).await?);
+        Self::refresh_summaries(&mut tx, &touched).await?;
         set_watermark(&mut tx, instance, WalConsumer::Stats, through_lsn).await?;
         tx.commit().await?;
         Ok(())
@@ -220,36 +231,24 @@ crate::shared::impl_surveys!(SqliteCatalog, {
         if references.is_empty() {
             return Ok(Vec::new());
         }
-        // Driven by the wanted references (the left side of a LEFT JOIN is SQLite's outer loop),
-        // so each reference costs two index lookups whatever the survey's size. Without
-        // `INDEXED BY` the planner (no statistics) takes the primary key's `survey_id` prefix
-        // and scans the survey's sessions once per reference, so a lookup grows with the survey
-        // (the grouped-CTE form this replaced was slower too). benches/README.md (`scoring_run`)
-        // has the lookup latency.
+        // One probe of `reference_summaries`' primary key a reference, whatever the survey's
+        // size: the row holds the sessions' summed statistics and the latest score (kept by
+        // the statistics upserts, the score records and erasure).
         //
         // The rows come back as one JSON array in one row: sqlx hands each result row from its
         // SQLite worker thread to the caller separately, which for 100 rows cost as much as the
         // query itself.
         let mut query = QueryBuilder::new(
-            "SELECT json_group_array(json_array(reference, event_count, first_event_at,
-                        last_event_at, human_score_percent, score_band, scored_at, model_version))
-             FROM (SELECT w.value AS reference, sum(s.event_count) AS event_count,
-                    min(s.first_event_at) AS first_event_at, max(s.last_event_at) AS last_event_at,
-                    sc.human_score_percent, sc.score_band, sc.scored_at, sc.model_version
+            "SELECT json_group_array(json_array(r.reference, r.event_count, r.first_event_at,
+                        r.last_event_at, r.human_score_percent, r.score_band, r.scored_at,
+                        r.model_version))
              FROM (SELECT DISTINCT value FROM json_each(",
         );
-        // DISTINCT: a reference asked for twice would otherwise join its sessions twice and
-        // double its counts.
+        // DISTINCT: a reference asked for twice is answered once.
         query.push_bind(serde_json_array(references));
-        query.push(")) w LEFT JOIN sessions s INDEXED BY sessions_by_reference ON s.survey_id = ");
+        query.push(")) w JOIN reference_summaries r ON r.survey_id = ");
         query.push_bind(survey.as_str());
-        query.push(" AND s.reference = w.value LEFT JOIN session_scores sc ON sc.survey_id = ");
-        query.push_bind(survey.as_str());
-        query.push(
-            " AND sc.reference = w.value
-             GROUP BY w.value
-             HAVING count(s.identifier) > 0 OR sc.reference IS NOT NULL)",
-        );
+        query.push(" AND r.reference = w.value");
         let rows: String = query.build_query_scalar().fetch_one(&self.pool).await?;
         type LookupRow = (
             String,
@@ -377,6 +376,26 @@ crate::shared::impl_runs!(SqliteCatalog, {
                      run_id = excluded.run_id",
             );
             insert.build().execute(&mut *tx).await?;
+            let mut summaries = QueryBuilder::new(
+                "INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
+                                                  score_band, scored_at, model_version) ",
+            );
+            summaries.push_values(chunk, |mut row, score| {
+                row.push_bind(survey.as_str())
+                    .push_bind(&score.reference)
+                    .push_bind(score.human_score_percent)
+                    .push_bind(&score.score_band)
+                    .push_bind(score.scored_at)
+                    .push_bind(&score.model_version);
+            });
+            summaries.push(
+                " ON CONFLICT (survey_id, reference) DO UPDATE SET
+                     human_score_percent = excluded.human_score_percent,
+                     score_band = excluded.score_band,
+                     scored_at = excluded.scored_at,
+                     model_version = excluded.model_version",
+            );
+            summaries.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(true)

@@ -1,0 +1,125 @@
+//! What a lookup answers, kept per (survey, reference) in `reference_summaries` (migration
+//! 0006): refreshed from the sessions linked to a reference whenever they change.
+
+use super::PgCatalog;
+use crate::Result;
+
+impl PgCatalog {
+    /// The (survey, reference) pairs the sessions of `surveys` and `identifiers` (pairwise) are
+    /// linked to now: a reference a statistics upsert may move away from.
+    pub(crate) async fn references_of(
+        tx: &mut sqlx::PgConnection,
+        surveys: &[String],
+        identifiers: &[String],
+    ) -> Result<Vec<(String, String)>> {
+        Ok(sqlx::query_as(
+            "SELECT s.survey_id, s.reference
+             FROM unnest($1::text[], $2::text[]) AS k(survey_id, identifier)
+             JOIN sessions s ON s.survey_id = k.survey_id AND s.identifier = k.identifier
+             WHERE s.reference IS NOT NULL",
+        )
+        .bind(surveys)
+        .bind(identifiers)
+        .fetch_all(&mut *tx)
+        .await?)
+    }
+
+    /// Recomputes what a lookup answers of each (survey, reference) of `pairs` from the sessions
+    /// linked to it (`reference_summaries`); a pair with neither a session nor a score goes.
+    pub(crate) async fn refresh_summaries(
+        tx: &mut sqlx::PgConnection,
+        pairs: &[(String, String)],
+    ) -> Result<()> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let mut pairs: Vec<&(String, String)> = pairs.iter().collect();
+        pairs.sort();
+        pairs.dedup();
+        let surveys: Vec<&str> = pairs.iter().map(|(survey, _)| survey.as_str()).collect();
+        let references: Vec<&str> = pairs
+            .iter()
+            .map(|(_, reference)| reference.as_str())
+            .collect();
+        sqlx::query(
+            "INSERT INTO reference_summaries
+                 (survey_id, reference, event_count, first_event_at, last_event_at, sessions)
+             SELECT a.survey_id, a.reference, s.event_count, s.first_event_at, s.last_event_at,
+                    s.sessions
+             FROM unnest($1::text[], $2::text[]) AS a(survey_id, reference)
+             CROSS JOIN LATERAL (
+                 SELECT coalesce(sum(event_count), 0)::int8 AS event_count,
+                        min(first_event_at) AS first_event_at, max(last_event_at) AS last_event_at,
+                        count(*) AS sessions
+                 FROM sessions WHERE survey_id = a.survey_id AND reference = a.reference) s
+             ON CONFLICT (survey_id, reference) DO UPDATE SET
+                 event_count = excluded.event_count,
+                 first_event_at = excluded.first_event_at,
+                 last_event_at = excluded.last_event_at,
+                 sessions = excluded.sessions",
+        )
+        .bind(&surveys)
+        .bind(&references)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "DELETE FROM reference_summaries r
+             USING unnest($1::text[], $2::text[]) AS a(survey_id, reference)
+             WHERE r.survey_id = a.survey_id AND r.reference = a.reference
+               AND r.sessions = 0 AND r.human_score_percent IS NULL",
+        )
+        .bind(&surveys)
+        .bind(&references)
+        .execute(&mut *tx)
+        .await?;
+        Ok(())
+    }
+
+    /// The scores just recorded, into what a lookup answers of their references.
+    pub(super) async fn record_summary_scores(
+        tx: &mut sqlx::PgConnection,
+        survey: &crate::SurveyId,
+        scores: &[&crate::NewScore],
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
+                                  score_band, scored_at, model_version)
+             SELECT $1::text, * FROM unnest($2::text[], $3::float8[], $4::text[], $5::int8[],
+                              $6::text[])
+             ON CONFLICT (survey_id, reference) DO UPDATE SET
+                 human_score_percent = excluded.human_score_percent,
+                 score_band = excluded.score_band,
+                 scored_at = excluded.scored_at,
+                 model_version = excluded.model_version",
+        )
+        .bind(survey.as_str())
+        .bind(
+            scores
+                .iter()
+                .map(|s| s.reference.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            scores
+                .iter()
+                .map(|s| s.human_score_percent)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            scores
+                .iter()
+                .map(|s| s.score_band.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(scores.iter().map(|s| s.scored_at).collect::<Vec<_>>())
+        .bind(
+            scores
+                .iter()
+                .map(|s| s.model_version.clone())
+                .collect::<Vec<_>>(),
+        )
+        .execute(&mut *tx)
+        .await?;
+        Ok(())
+    }
+}
