@@ -1469,6 +1469,14 @@ def main() -> None:
             bands[key] = bands.get(key, 0) + 1
         log(f"{len(samples)} TRAIN sessions loaded, checked and scored with the built-in model in "
             f"{time.time() - started:.0f} s: " + ", ".join(f"{k[0]} {k[1]} {v}" for k, v in sorted(bands.items())))
+        # The cohort over all of them as one survey: how many of each class it clustered.
+        clustered = {}
+        for label, _ in samples:
+            key = label["class"]
+            total, named = clustered.get(key, (0, 0))
+            clustered[key] = (total + 1, named + bool(scores[label["reference"]].get("clustered")))
+        log("cohort, all as one survey: " + ", ".join(f"{named} of {total} {cls} clustered"
+                                                     for cls, (total, named) in sorted(clustered.items())))
         if args.step == "cv":
             cross_validate(samples)
             log(f"load, score and cv took {time.time() - started:.0f} s")

@@ -246,7 +246,8 @@ pub trait Runs: Send + Sync {
     /// Every reference of the survey that has a score, with the run that wrote it.
     async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>>;
 
-    /// Records scores as the latest of their sessions, in one transaction, fenced by the run's
+    /// Records scores as the latest of their sessions, with their cohort points (replacing the
+    /// ones they had, the survey's bins moved with them), in one transaction, fenced by the run's
     /// owner. Returns false (and writes nothing) when the worker had lost the run.
     async fn record_scores(
         &self,
@@ -255,6 +256,18 @@ pub trait Runs: Send + Sync {
         owner: &str,
         scores: &[NewScore],
     ) -> Result<bool>;
+
+    /// The survey's cohort spread: every non-empty bin of the places of its scored sessions
+    /// (`record_scores` keeps them with the points).
+    async fn cohort_bins(&self, survey: &SurveyId) -> Result<Vec<CohortBin>>;
+
+    /// The survey's stored cohort points that `probes` find: those of the probe's modality
+    /// and mask whose cell is in its range. One indexed range read a probe.
+    async fn probe_cohort(
+        &self,
+        survey: &SurveyId,
+        probes: &[CohortProbe],
+    ) -> Result<Vec<StoredCohortPoint>>;
 
     /// Whether a scoring run is active on the survey.
     async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool>;

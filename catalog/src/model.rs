@@ -226,6 +226,103 @@ pub struct NewScore {
     pub scored_at: i64,
     pub model_version: String,
     pub run_id: RunId,
+    /// The session's places in the survey's cohort, which replace the ones it had.
+    pub cohort: Vec<CohortPoint>,
+}
+
+/// Bins a cohort axis is counted in per (survey, modality, mask): a value `v` (0..=10,000) is in
+/// bin `min(v / 100, 99)`.
+pub const COHORT_BINS: u16 = 100;
+
+/// A value of a [`CohortPoint`] the session did not measure.
+pub const COHORT_UNMEASURED: u16 = u16::MAX;
+
+/// A scored session's place in one modality of its survey's cohort (the scorer's
+/// `cohort::survey` decides what each field means; the catalog keeps and finds them): which
+/// features it measured (`mask`), the grid cell it lies in (`cell`, what a probe asks for), and
+/// its percentiles among people in 1/10,000ths, one per feature of the modality
+/// ([`COHORT_UNMEASURED`] where it measured none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CohortPoint {
+    pub modality: u8,
+    pub mask: u32,
+    pub cell: i64,
+    pub values: Vec<u16>,
+}
+
+impl CohortPoint {
+    /// The values as stored: two bytes each, little-endian.
+    pub fn encode_values(&self) -> Vec<u8> {
+        self.values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    pub fn decode_values(bytes: &[u8]) -> Vec<u16> {
+        bytes
+            .chunks_exact(2)
+            .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
+            .collect()
+    }
+
+    /// The (axis, bin) of each measured value.
+    pub fn bins(&self) -> impl Iterator<Item = (u8, u16)> + '_ {
+        self.values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v != COHORT_UNMEASURED)
+            .map(|(axis, v)| (axis as u8, (*v / 100).min(COHORT_BINS - 1)))
+    }
+}
+
+/// The points of one (modality, mask) whose cell is in `cells` (inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CohortProbe {
+    pub modality: u8,
+    pub mask: u32,
+    pub cells: (i64, i64),
+}
+
+/// A stored point and the reference whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCohortPoint {
+    pub reference: String,
+    pub point: CohortPoint,
+}
+
+/// How many of a survey's scored sessions of one (modality, mask) have a value in `bin` of
+/// `axis`: the survey's spread, kept with the points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CohortBin {
+    pub modality: u8,
+    pub mask: u32,
+    pub axis: u8,
+    pub bin: u16,
+    pub sessions: i64,
+}
+
+/// What moves in the bins when `removed` points go and `added` ones come: one row per
+/// (modality, mask, axis, bin) whose count changes, with the change.
+pub(crate) fn cohort_bin_deltas(removed: &[CohortPoint], added: &[CohortPoint]) -> Vec<CohortBin> {
+    let mut deltas: std::collections::BTreeMap<(u8, u32, u8, u16), i64> = Default::default();
+    for (points, sign) in [(removed, -1), (added, 1)] {
+        for point in points {
+            for (axis, bin) in point.bins() {
+                *deltas
+                    .entry((point.modality, point.mask, axis, bin))
+                    .or_default() += sign;
+            }
+        }
+    }
+    deltas
+        .into_iter()
+        .filter(|(_, delta)| *delta != 0)
+        .map(|((modality, mask, axis, bin), sessions)| CohortBin {
+            modality,
+            mask,
+            axis,
+            bin,
+            sessions,
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

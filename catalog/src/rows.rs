@@ -18,6 +18,7 @@ pub(crate) trait Columns {
     fn int(&self, column: &str) -> Result<i64>;
     fn opt_int(&self, column: &str) -> Result<Option<i64>>;
     fn flag(&self, column: &str) -> Result<bool>;
+    fn bytes(&self, column: &str) -> Result<Vec<u8>>;
 
     /// A non-negative count (stored signed).
     fn count(&self, column: &str) -> Result<u64> {
@@ -41,6 +42,9 @@ macro_rules! columns_for {
                 Ok(self.try_get(column)?)
             }
             fn flag(&self, column: &str) -> Result<bool> {
+                Ok(self.try_get(column)?)
+            }
+            fn bytes(&self, column: &str) -> Result<Vec<u8>> {
                 Ok(self.try_get(column)?)
             }
         }
@@ -221,6 +225,17 @@ pub(crate) fn scored_reference(row: &impl Columns) -> Result<ScoredReference> {
 }
 
 /// Saturates rather than wraps: counts and sizes never come near `i64::MAX`.
+/// A `cohort_points` row's point (columns `modality`, `mask`, `cell`, `point`).
+pub(crate) fn cohort_point(row: &impl Columns) -> Result<CohortPoint> {
+    let corrupt = |column: &str| Error::Corrupt(format!("cohort point {column}"));
+    Ok(CohortPoint {
+        modality: u8::try_from(row.int("modality")?).map_err(|_| corrupt("modality"))?,
+        mask: u32::try_from(row.int("mask")?).map_err(|_| corrupt("mask"))?,
+        cell: row.int("cell")?,
+        values: CohortPoint::decode_values(&row.bytes("point")?),
+    })
+}
+
 pub(crate) fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }

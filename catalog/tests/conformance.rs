@@ -137,6 +137,7 @@ conformance!(
     tombstones_polled_by_id_miss_none_under_concurrent_requests,
     scores_and_erasure_show_in_lookup,
     a_lookup_follows_a_session_that_moves_to_another_reference,
+    cohort_points_are_found_by_cell_and_erased_with_their_session,
     a_deletion_is_claimed_by_one_instance,
     a_partition_is_compacted_by_one_instance_at_a_time,
     an_erasure_waits_for_live_instances_that_have_not_purged,
@@ -250,6 +251,7 @@ async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
         scored_at: 5,
         model_version: "m".to_owned(),
         run_id: run.id.clone(),
+        cohort: Vec::new(),
     };
     assert!(
         !catalog
@@ -425,6 +427,7 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
         scored_at: 1_234,
         model_version: "telltale-v2".to_owned(),
         run_id: run.id.clone(),
+        cohort: Vec::new(),
     };
     assert!(
         catalog
@@ -613,6 +616,136 @@ async fn a_lookup_follows_a_session_that_moves_to_another_reference(fixture: Fix
     };
     catalog.erase_session_rows(&erasure).await.expect("erase");
     assert_eq!(lookup(&[first, second]).await, [(second.to_owned(), 8)]);
+}
+
+/// The survey's cohort kept across runs: a score's points replace the reference's earlier
+/// ones, a probe finds the points of its (modality, mask) in its cell range, the bins count
+/// every current point, and erasure takes a reference's points and counts.
+async fn cohort_points_are_found_by_cell_and_erased_with_their_session(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    let (run, _) = catalog
+        .start_scoring_run(&survey.id, false)
+        .await
+        .expect("start");
+    catalog
+        .claim_scoring_run(&run.id, "w", 60_000)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    let point = |modality: u8, cell: i64, values: &[u16]| CohortPoint {
+        modality,
+        mask: 0b111,
+        cell,
+        values: values.to_vec(),
+    };
+    let score = |reference: &str, cohort: Vec<CohortPoint>| NewScore {
+        reference: reference.to_owned(),
+        human_score_percent: 50.0,
+        score_band: "review".to_owned(),
+        scored_at: 1,
+        model_version: "m".to_owned(),
+        run_id: run.id.clone(),
+        cohort,
+    };
+    let record = |scores: Vec<NewScore>| {
+        let (survey, run) = (survey.id.clone(), run.id.clone());
+        async move {
+            assert!(
+                catalog
+                    .record_scores(&survey, &run, "w", &scores)
+                    .await
+                    .expect("record")
+            );
+        }
+    };
+    record(vec![
+        score(
+            "a",
+            vec![
+                point(0, 10, &[100, 200, 300]),
+                point(1, 7, &[150, 250, 9_999]),
+            ],
+        ),
+        score("b", vec![point(0, 11, &[120, 220, 320])]),
+        score("c", vec![point(0, 50, &[5_000, 5_000, 5_000])]),
+    ])
+    .await;
+    // "a" scored again: its pointing place moves, its typing one goes.
+    record(vec![score("a", vec![point(0, 12, &[110, 210, 310])])]).await;
+
+    let probe = |modality: u8, cells: (i64, i64)| CohortProbe {
+        modality,
+        mask: 0b111,
+        cells,
+    };
+    let found = |probes: Vec<CohortProbe>| {
+        let survey = survey.id.clone();
+        async move {
+            let mut found: Vec<(String, i64)> = catalog
+                .probe_cohort(&survey, &probes)
+                .await
+                .expect("probe")
+                .into_iter()
+                .map(|s| (s.reference, s.point.cell))
+                .collect();
+            found.sort();
+            found
+        }
+    };
+    assert_eq!(
+        found(vec![probe(0, (9, 12))]).await,
+        [("a".to_owned(), 12), ("b".to_owned(), 11)]
+    );
+    assert_eq!(found(vec![probe(1, (0, 100))]).await, []);
+    let stored = catalog
+        .probe_cohort(&survey.id, &[probe(0, (12, 12))])
+        .await
+        .expect("probe");
+    assert_eq!(stored[0].point.values, [110, 210, 310]);
+
+    let bins = |bins: Vec<CohortBin>| {
+        let mut bins: Vec<(u8, u8, u16, i64)> = bins
+            .into_iter()
+            .map(|b| (b.modality, b.axis, b.bin, b.sessions))
+            .collect();
+        bins.sort();
+        bins
+    };
+    assert_eq!(
+        bins(catalog.cohort_bins(&survey.id).await.expect("bins")),
+        [
+            (0, 0, 1, 2),
+            (0, 0, 50, 1),
+            (0, 1, 2, 2),
+            (0, 1, 50, 1),
+            (0, 2, 3, 2),
+            (0, 2, 50, 1)
+        ]
+    );
+
+    let erasure = SessionErasure {
+        survey_id: survey.id.clone(),
+        reference: "a".to_owned(),
+        identifiers: Vec::new(),
+        identifier_hashes: Vec::new(),
+    };
+    catalog.erase_session_rows(&erasure).await.expect("erase");
+    assert_eq!(
+        found(vec![probe(0, (0, 100))]).await,
+        [("b".to_owned(), 11), ("c".to_owned(), 50)]
+    );
+    assert_eq!(
+        bins(catalog.cohort_bins(&survey.id).await.expect("bins")),
+        [
+            (0, 0, 1, 1),
+            (0, 0, 50, 1),
+            (0, 1, 2, 1),
+            (0, 1, 50, 1),
+            (0, 2, 3, 1),
+            (0, 2, 50, 1)
+        ]
+    );
 }
 
 async fn an_erasure_waits_for_live_instances_that_have_not_purged(fixture: Fixture) {

@@ -51,6 +51,87 @@ impl Rng {
     }
 }
 
+/// How one synthetic person points and types: what differs between people. `Human` sessions
+/// are all one person ([`Style::NEUTRAL`]); [`Style::drawn`] draws a person, so a survey of
+/// drawn people spreads as people do (each keeps a style, and the same style twice does not
+/// repeat its noise). Pointing and typing are apart, so a session can point as one person (or
+/// one generator) and type as another.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Style {
+    /// Stroke duration factor (larger is slower).
+    pub stroke_time: f64,
+    /// Curvature factor.
+    pub bend: f64,
+    /// Sampling jitter of a stroke's points, in pixels.
+    pub jitter: f64,
+    /// How a stroke's time is warped (`tau^skew`): above 1 the peak speed comes late, below 1
+    /// early. People's velocity profiles are not symmetric, and not alike.
+    pub skew: f64,
+    /// Press dwell factor.
+    pub dwell: f64,
+    /// Key flight (keyup to next keydown) factor, and its log-space spread factor.
+    pub flight: f64,
+    pub flight_spread: f64,
+    /// Key hold factor, and its log-space spread factor.
+    pub hold: f64,
+    pub hold_spread: f64,
+    /// How much a stroke's duration, curvature and press differ from the last (1 for a
+    /// person): a generator with fixed settings draws its strokes from a narrower range.
+    pub variability: f64,
+}
+
+impl Style {
+    pub const NEUTRAL: Style = Style {
+        stroke_time: 1.0,
+        bend: 1.0,
+        jitter: 0.6,
+        skew: 1.0,
+        dwell: 1.0,
+        flight: 1.0,
+        flight_spread: 1.0,
+        hold: 1.0,
+        hold_spread: 1.0,
+        variability: 1.0,
+    };
+
+    /// A person drawn at random (from `seed`): each trait lognormal around the neutral one.
+    pub fn drawn(seed: u64) -> Style {
+        let mut rng = Rng::new(seed ^ 0x7374_796c_6573);
+        Style {
+            stroke_time: rng.lognormal(1.0, 0.5),
+            bend: rng.lognormal(1.0, 0.8),
+            jitter: rng.lognormal(0.6, 0.8),
+            skew: rng.lognormal(1.0, 0.5),
+            dwell: rng.lognormal(1.0, 0.5),
+            flight: rng.lognormal(1.0, 0.35),
+            flight_spread: rng.lognormal(1.0, 0.3),
+            hold: rng.lognormal(1.0, 0.3),
+            hold_spread: rng.lognormal(1.0, 0.3),
+            variability: 1.0,
+        }
+    }
+
+    /// One generator's settings (from `seed`): a drawn style whose strokes and presses vary
+    /// from one to the next a fifth as much as a person's.
+    pub fn generator(seed: u64) -> Style {
+        Style {
+            variability: 0.2,
+            ..Style::drawn(seed)
+        }
+    }
+
+    /// This style's pointing with `typist`'s typing.
+    pub fn typing_as(self, typist: Style) -> Style {
+        Style {
+            flight: typist.flight,
+            flight_spread: typist.flight_spread,
+            hold: typist.hold,
+            hold_spread: typist.hold_spread,
+            ..self
+        }
+    }
+}
+
 /// Kinds of synthetic session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
@@ -70,6 +151,7 @@ pub struct SessionWriter {
     x: f64,
     y: f64,
     rng: Rng,
+    style: Style,
 }
 
 impl SessionWriter {
@@ -80,6 +162,7 @@ impl SessionWriter {
             x: 400.0,
             y: 300.0,
             rng: Rng::new(seed),
+            style: Style::NEUTRAL,
         }
     }
 
@@ -123,8 +206,19 @@ impl SessionWriter {
     fn human_move(&mut self, tx: f64, ty: f64) {
         let (sx, sy) = (self.x, self.y);
         let distance = (tx - sx).hypot(ty - sy);
-        let duration = 200.0 + 120.0 * (1.0 + distance / 20.0).log2() * self.rng.range(0.8, 1.3);
-        let bend = self.rng.normal() * distance * 0.08;
+        let variability = self.style.variability;
+        // A person's (variability 1) draws stay exactly as they were.
+        let around = |draw: f64, centre: f64| {
+            if variability == 1.0 {
+                draw
+            } else {
+                centre + (draw - centre) * variability
+            }
+        };
+        let pace = around(self.rng.range(0.8, 1.3), 1.05);
+        let duration =
+            (200.0 + 120.0 * (1.0 + distance / 20.0).log2() * pace) * self.style.stroke_time;
+        let bend = around(self.rng.normal(), 0.5) * distance * 0.08 * self.style.bend;
         let (nx, ny) = if distance > 0.0 {
             (-(ty - sy) / distance, (tx - sx) / distance)
         } else {
@@ -135,10 +229,16 @@ impl SessionWriter {
             let step = self.rng.range(8.0, 24.0);
             elapsed = (elapsed + step).min(duration);
             let tau = elapsed / duration;
+            // NEUTRAL leaves the profile as it was (bit for bit).
+            let tau = if self.style.skew == 1.0 {
+                tau
+            } else {
+                tau.powf(self.style.skew)
+            };
             let s = 10.0 * tau.powi(3) - 15.0 * tau.powi(4) + 6.0 * tau.powi(5);
             let arc = (std::f64::consts::PI * s).sin() * bend;
-            self.x = sx + (tx - sx) * s + nx * arc + self.rng.normal() * 0.6;
-            self.y = sy + (ty - sy) * s + ny * arc + self.rng.normal() * 0.6;
+            self.x = sx + (tx - sx) * s + nx * arc + self.rng.normal() * self.style.jitter;
+            self.y = sy + (ty - sy) * s + ny * arc + self.rng.normal() * self.style.jitter;
             self.wait(step);
             self.pointer("pointermove", "");
         }
@@ -148,7 +248,9 @@ impl SessionWriter {
         let ms = self.rng.lognormal(120.0, 0.4);
         self.wait(ms);
         self.pointer("pointerdown", r#","button":0"#);
-        let ms = self.rng.lognormal(95.0, 0.3);
+        let ms = self
+            .rng
+            .lognormal(95.0 * self.style.dwell, 0.3 * self.style.variability);
         self.wait(ms);
         self.pointer("pointerup", r#","button":0"#);
         let ms = self.rng.range(0.0, 3.0);
@@ -159,7 +261,9 @@ impl SessionWriter {
     fn human_type(&mut self, characters: usize, field: usize) {
         for index in 0..characters {
             let class = if index % 6 == 5 { "space" } else { "char" };
-            let ms = self.rng.lognormal(170.0, 0.45);
+            let ms = self
+                .rng
+                .lognormal(170.0 * self.style.flight, 0.45 * self.style.flight_spread);
             self.wait(ms);
             self.push(
                 "keydown",
@@ -171,7 +275,9 @@ impl SessionWriter {
                 "input",
                 &format!(r#""inputType":"insertText","lengthDelta":1,"field":{field}"#),
             );
-            let hold = self.rng.lognormal(85.0, 0.3);
+            let hold = self
+                .rng
+                .lognormal(85.0 * self.style.hold, 0.3 * self.style.hold_spread);
             self.wait(hold);
             self.push(
                 "keyup",
@@ -207,7 +313,29 @@ pub fn session(
     questions: usize,
     seed: u64,
 ) -> Vec<String> {
+    styled_session(
+        behaviour,
+        Style::NEUTRAL,
+        identifier,
+        reference,
+        t0,
+        questions,
+        seed,
+    )
+}
+
+/// [`session`], with a person's `style` (a `Human` session's; automation keeps its own).
+pub fn styled_session(
+    behaviour: Behaviour,
+    style: Style,
+    identifier: &str,
+    reference: &str,
+    t0: i64,
+    questions: usize,
+    seed: u64,
+) -> Vec<String> {
     let mut w = SessionWriter::new(t0, seed);
+    w.style = style;
     match behaviour {
         Behaviour::Human => {
             w.session(identifier, reference, false, false);

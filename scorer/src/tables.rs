@@ -23,6 +23,8 @@ pub struct ScoredSession {
     pub reference: String,
     pub features: Features,
     pub score: Score,
+    /// Its places in the survey's cohort, recorded with the score.
+    pub cohort: Vec<catalog::CohortPoint>,
 }
 
 /// The `features` rows of `sessions`.

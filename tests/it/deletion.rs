@@ -533,12 +533,21 @@ async fn a_deleted_session_is_erased_from_lake_scores_log_and_catalog() {
     let tables = server.catalog_sql(&format!(
         "SELECT 'sessions', count(*) FROM sessions WHERE reference = '{deleted}' OR identifier IN ('{deleted}', '{tab}')
          UNION ALL SELECT 'scores', count(*) FROM session_scores WHERE reference = '{deleted}'
+         UNION ALL SELECT 'summaries', count(*) FROM reference_summaries WHERE reference = '{deleted}'
+         UNION ALL SELECT 'cohort', count(*) FROM cohort_points WHERE reference = '{deleted}'
          UNION ALL SELECT 'tombstones', count(*) FROM tombstones WHERE reference = '{deleted}'
          UNION ALL SELECT 'identifiers', count(*) FROM tombstoned_identifiers"
     ));
     assert_eq!(
         tables.lines().collect::<Vec<_>>(),
-        ["sessions|0", "scores|0", "tombstones|1", "identifiers|3"],
+        [
+            "sessions|0",
+            "scores|0",
+            "summaries|0",
+            "cohort|0",
+            "tombstones|1",
+            "identifiers|3"
+        ],
         "two identifiers erased with the session, one named by a later session event"
     );
 

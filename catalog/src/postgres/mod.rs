@@ -29,6 +29,7 @@ use crate::model::*;
 use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
 use crate::{Error, Result, now_millis};
 
+mod cohort;
 mod summaries;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -456,6 +457,7 @@ crate::shared::impl_runs!(PgCatalog, {
             .await?;
             // What a lookup answers of each, in the same transaction.
             Self::record_summary_scores(&mut tx, survey, &scores).await?;
+            Self::replace_cohort_points(&mut tx, survey.as_str(), &scores).await?;
         }
         tx.commit().await?;
         Ok(true)

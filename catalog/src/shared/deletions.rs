@@ -222,6 +222,7 @@ macro_rules! erase_session_rows_in {
             .map(|reference| (survey.to_owned(), reference))
             .collect();
         <$backend>::refresh_summaries(&mut $tx, &others).await?;
+        <$backend>::erase_cohort_points(&mut $tx, survey, &$erasure.reference).await?;
         sqlx::query("DELETE FROM reference_summaries WHERE survey_id = $1 AND reference = $2")
             .bind(survey)
             .bind(&$erasure.reference)

@@ -218,6 +218,36 @@ macro_rules! impl_runs {
                 rows.iter().map(rows::scored_reference).collect()
             }
 
+            async fn cohort_bins(&self, survey: &SurveyId) -> Result<Vec<CohortBin>> {
+                let rows: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(
+                    "SELECT modality, mask, axis, bin, sessions FROM cohort_bins
+                     WHERE survey_id = $1 AND sessions > 0",
+                )
+                .bind(survey.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+                rows.into_iter()
+                    .map(|(modality, mask, axis, bin, sessions)| {
+                        let corrupt = || Error::Corrupt(format!("cohort bin {modality}/{mask}/{axis}/{bin}"));
+                        Ok(CohortBin {
+                            modality: u8::try_from(modality).map_err(|_| corrupt())?,
+                            mask: u32::try_from(mask).map_err(|_| corrupt())?,
+                            axis: u8::try_from(axis).map_err(|_| corrupt())?,
+                            bin: u16::try_from(bin).map_err(|_| corrupt())?,
+                            sessions,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn probe_cohort(
+                &self,
+                survey: &SurveyId,
+                probes: &[CohortProbe],
+            ) -> Result<Vec<StoredCohortPoint>> {
+                self.find_cohort_points(survey.as_str(), probes).await
+            }
+
             async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool> {
                 let active: bool = sqlx::query_scalar(
                     "SELECT EXISTS (SELECT 1 FROM scoring_runs WHERE survey_id = $1 AND status = 'running')",

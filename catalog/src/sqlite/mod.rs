@@ -17,6 +17,7 @@ use crate::model::*;
 use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
 use crate::{Error, Result, now_millis};
 
+mod cohort;
 mod summaries;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -178,7 +179,10 @@ crate::shared::impl_surveys!(SqliteCatalog, {
         through_lsn: u64,
         deltas: &[SessionDelta],
     ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        // IMMEDIATE: the transaction reads before it writes; a deferred one would be refused
+        // (SQLITE_BUSY, no busy wait) when it upgrades to write while another writer holds the
+        // lock, as the corpus recorder's first chunk on 01f3875 showed.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         // The references the sessions are linked to before the upsert (one may move away) and
         // after it: what a lookup answers of each is refreshed in the same transaction.
         let keys: Vec<(&str, &str)> = deltas
@@ -397,6 +401,7 @@ crate::shared::impl_runs!(SqliteCatalog, {
             );
             summaries.build().execute(&mut *tx).await?;
         }
+        Self::replace_cohort_points(&mut tx, survey.as_str(), scores).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -554,7 +559,9 @@ crate::shared::impl_fleet!(SqliteCatalog, {
 
 /// [`Deletions::erase_session_rows`](crate::Deletions::erase_session_rows) on one connection, in one transaction.
 async fn erase_on(connection: &mut sqlx::SqliteConnection, erasure: &SessionErasure) -> Result<()> {
-    let mut tx = sqlx::Connection::begin(&mut *connection).await?;
+    // IMMEDIATE: it reads the linked references before its first write (see
+    // `apply_session_stats`).
+    let mut tx = sqlx::Connection::begin_with(&mut *connection, "BEGIN IMMEDIATE").await?;
     crate::shared::erase_session_rows_in!(SqliteCatalog, tx, erasure);
     tx.commit().await?;
     Ok(())

@@ -1,4 +1,5 @@
 use super::*;
+use crate::features::Features;
 use crate::synthetic::{Rng, cohort_farm, cohort_people};
 
 #[test]

@@ -1,16 +1,18 @@
 //! A run's work once claimed: make events visible, plan, then scan pass by pass and score
 //! step by step, each step's publishing overlapping the next step's computing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use catalog::{RunProgress, ScoringFailure, ScoringRun};
+use catalog::{CohortPoint, RunProgress, ScoringFailure, ScoringRun, StoredCohortPoint};
 use lake::TableKind;
 use parking_lot::Mutex;
 use rayon::prelude::*;
 
+use super::plan::{PlannedSession, passes_of};
 use super::{RunError, Scorer, Stop};
+use crate::cohort::survey::{self, Cohort, Entrant, Placer};
 use crate::cohort::{self, Standing};
 use crate::features::{self, Features};
 use crate::model::Model;
@@ -67,7 +69,6 @@ impl Scorer {
             .collect();
         // Names this attempt's files apart from a crashed attempt's leftovers.
         let attempt = &catalog::ids::random_hex24()[..6];
-        let mut sequence = 0usize;
         // A step's publishing (encoding, uploads, Delta commits, the catalog's upsert: mostly
         // waits on fsyncs and round trips) overlaps the next step's computing or the next
         // pass's scan (CPU on rayon's pool and DataFusion's threads). At most one step waits
@@ -79,57 +80,47 @@ impl Scorer {
             on_progress,
             pending: None,
         };
-        let passes = plan.passes(self.settings.max_events_per_pass);
-        for pass in passes {
-            let mut session_of_identifier = HashMap::new();
-            for (index, session) in pass.iter().enumerate() {
-                for identifier in &session.identifiers {
-                    session_of_identifier.insert(identifier.clone(), index as u32);
-                }
-            }
-            // Rows of sessions outside the pass are dropped while routing. A `session_id IN`
-            // filter in the scan would only pay off where row-group statistics can prune, that
-            // is on files sorted by session across the survey (compaction); flush files each
-            // hold a slice of time of every session, so the scan reads them whole.
-            let target = ScanTarget {
-                session_of_identifier: Arc::new(session_of_identifier),
-                sessions: pass.len(),
-            };
-            let scan = async {
-                scan_traces(&self.query, &files, &target)
-                    .await
-                    .map_err(Stop::from)
-            };
-            let (traces, scanning) = self.overlapped(&mut pipeline, &mut phases, scan).await?;
-            phases.scan += scanning;
-            let work: Vec<(String, SessionTrace)> = pass
-                .iter()
-                .map(|session| session.reference.clone())
-                .zip(traces)
-                .collect();
-            // The pass's features first, and its cohort (every session of the pass compared
-            // with the others), before any of its scores: a score needs its cohort.
-            let featurize = featurize(self.model.clone(), work);
-            let (mut featured, computing) = self
-                .overlapped(&mut pipeline, &mut phases, featurize)
+        // The survey's cohort as earlier runs left it: its spread now, its places probed pass
+        // by pass.
+        let bins = self.catalog.cohort_bins(&run.survey_id).await?;
+        let mut cohort = Cohort::new(&bins);
+        let mut rescore: BTreeSet<String> = BTreeSet::new();
+        let mut passes = Passes {
+            files: &files,
+            sequence: 0,
+            cohort: &mut cohort,
+            rescore: &mut rescore,
+        };
+        for pass in plan.passes(self.settings.max_events_per_pass) {
+            self.score_pass(run, &pass, &mut passes, &mut pipeline, &mut phases)
                 .await?;
-            phases.features += computing;
-            while !featured.is_empty() {
-                let rest = featured.split_off(featured.len().min(self.settings.chunk_sessions));
-                let chunk = std::mem::replace(&mut featured, rest);
-                sequence += 1;
-                let compute = self.compute(chunk, sequence);
-                let (computed, computing) =
-                    self.overlapped(&mut pipeline, &mut phases, compute).await?;
-                phases.features += computing;
-                pipeline.pending = Some(computed);
+        }
+        // Sessions scored by earlier runs whose cluster grew with this run's sessions: scored
+        // again, from their events, and counted as scored rather than skipped.
+        let again: Vec<PlannedSession> = std::mem::take(&mut *passes.rescore)
+            .into_iter()
+            .filter(|reference| !passes.cohort.in_run(reference))
+            .filter_map(|reference| plan.skipped_sessions.get(&reference).cloned())
+            .collect();
+        if !again.is_empty() {
+            {
+                let mut p = progress.lock();
+                p.skipped = p.skipped.saturating_sub(again.len() as u64);
             }
+            tracing::info!(run = %run.id, sessions = again.len(), "re-scoring sessions whose cohort cluster grew");
+            for pass in passes_of(&again, self.settings.max_events_per_pass) {
+                self.score_pass(run, &pass, &mut passes, &mut pipeline, &mut phases)
+                    .await?;
+            }
+            // Re-scoring names no one new to re-score: the run's sessions saw each other.
+            passes.rescore.clear();
         }
         let nothing = async { Ok::<(), Stop>(()) };
         self.overlapped(&mut pipeline, &mut phases, nothing).await?;
         tracing::info!(
             run = %run.id,
             sessions = plan.sessions.len(),
+            rescored = again.len(),
             flush_ms = phases.flush.as_millis() as u64,
             plan_ms = phases.plan.as_millis() as u64,
             scan_ms = phases.scan.as_millis() as u64,
@@ -138,6 +129,75 @@ impl Scorer {
             record_ms = phases.record.as_millis() as u64,
             "scoring run phases"
         );
+        Ok(())
+    }
+
+    /// Scans one pass's sessions, computes their features, stands them in the survey's cohort
+    /// and scores them step by step (each step published while the next is computed).
+    async fn score_pass(
+        &self,
+        run: &ScoringRun,
+        pass: &[&PlannedSession],
+        passes: &mut Passes<'_>,
+        pipeline: &mut Pipeline<'_>,
+        phases: &mut Phases,
+    ) -> Result<(), Stop> {
+        let mut session_of_identifier = HashMap::new();
+        for (index, session) in pass.iter().enumerate() {
+            for identifier in &session.identifiers {
+                session_of_identifier.insert(identifier.clone(), index as u32);
+            }
+        }
+        // Rows of sessions outside the pass are dropped while routing. A `session_id IN`
+        // filter in the scan would only pay off where row-group statistics can prune, that
+        // is on files sorted by session across the survey (compaction); flush files each
+        // hold a slice of time of every session, so the scan reads them whole.
+        let target = ScanTarget {
+            session_of_identifier: Arc::new(session_of_identifier),
+            sessions: pass.len(),
+        };
+        let scan = async {
+            scan_traces(&self.query, passes.files, &target)
+                .await
+                .map_err(Stop::from)
+        };
+        let (traces, scanning) = self.overlapped(pipeline, phases, scan).await?;
+        phases.scan += scanning;
+        let work: Vec<(String, bool, SessionTrace)> = pass
+            .iter()
+            .map(|session| (session.reference.clone(), session.scored_before))
+            .zip(traces)
+            .map(|((reference, counted), trace)| (reference, counted, trace))
+            .collect();
+        // The pass's features and places first, then its standing in the survey's cohort (the
+        // stored places around its sessions, and this run's), before any of its scores: a
+        // score needs its cohort.
+        let cohort = std::mem::take(&mut *passes.cohort);
+        let featurize = async {
+            let computed = featurize(self.model.clone(), work).await?;
+            let probes = survey::probes(
+                computed
+                    .iter()
+                    .filter_map(|result| result.as_ref().ok())
+                    .flat_map(|session| &session.places),
+            );
+            let stored = self.catalog.probe_cohort(&run.survey_id, &probes).await?;
+            stand(cohort, computed, stored).await
+        };
+        let ((cohort, mut featured, rescore), computing) =
+            self.overlapped(pipeline, phases, featurize).await?;
+        *passes.cohort = cohort;
+        passes.rescore.extend(rescore);
+        phases.features += computing;
+        while !featured.is_empty() {
+            let rest = featured.split_off(featured.len().min(self.settings.chunk_sessions));
+            let chunk = std::mem::replace(&mut featured, rest);
+            passes.sequence += 1;
+            let compute = self.compute(chunk, passes.sequence);
+            let (computed, computing) = self.overlapped(pipeline, phases, compute).await?;
+            phases.features += computing;
+            pipeline.pending = Some(computed);
+        }
         Ok(())
     }
 
@@ -203,34 +263,75 @@ impl Scorer {
     }
 }
 
-/// A session's features and its standing in the cohort, or why it has none.
-type Featured = Result<(String, Features, Option<Standing>), ScoringFailure>;
+/// A session's features, its standing in the cohort and its places, or why it has none.
+type Featured = Result<(String, Features, Option<Standing>, Vec<CohortPoint>), ScoringFailure>;
 
-/// Features of a pass's sessions and their cohort, on rayon's pool, off the async runtime.
+/// A session's features and places in the cohort, not yet stood.
+struct Placed {
+    reference: String,
+    counted: bool,
+    features: Features,
+    places: Vec<CohortPoint>,
+}
+
+/// Features and places of a pass's sessions, on rayon's pool, off the async runtime.
 async fn featurize(
     model: Arc<Model>,
-    sessions: Vec<(String, SessionTrace)>,
-) -> Result<Vec<Featured>, Stop> {
+    sessions: Vec<(String, bool, SessionTrace)>,
+) -> Result<Vec<Result<Placed, ScoringFailure>>, Stop> {
     on_pool(move || {
-        let computed: Vec<Result<(String, Features), ScoringFailure>> = sessions
+        let placer = Placer::new(&model);
+        sessions
             .into_par_iter()
-            .map(|(reference, trace)| features_of(reference, trace))
-            .collect();
-        let placed: Vec<&Features> = computed
-            .iter()
-            .filter_map(|result| result.as_ref().ok().map(|(_, features)| features))
-            .collect();
-        let mut standings = cohort::standings(&model, &placed).into_iter();
-        computed
-            .into_iter()
-            .map(|result| {
-                result.map(|(reference, mut features)| {
-                    let standing = standings.next().flatten();
-                    features.cohort_alike = standing.map_or(f64::NAN, |s| f64::from(s.alike));
-                    (reference, features, standing)
+            .map(|(reference, counted, trace)| {
+                features_of(reference, trace).map(|(reference, features)| Placed {
+                    places: placer.places(&features),
+                    reference,
+                    counted,
+                    features,
                 })
             })
             .collect()
+    })
+    .await
+}
+
+/// Stands a pass's sessions in the cohort (given the stored places its probes found), on
+/// rayon's pool; hands the cohort back with the sessions and the stored ones to re-score.
+async fn stand(
+    mut cohort: Cohort,
+    computed: Vec<Result<Placed, ScoringFailure>>,
+    stored: Vec<StoredCohortPoint>,
+) -> Result<(Cohort, Vec<Featured>, Vec<String>), Stop> {
+    on_pool(move || {
+        let entrants: Vec<Entrant> = computed
+            .iter()
+            .filter_map(|result| result.as_ref().ok())
+            .map(|session| Entrant {
+                reference: session.reference.clone(),
+                places: session.places.clone(),
+                counted: session.counted,
+            })
+            .collect();
+        let stood = cohort.stand(&entrants, &stored);
+        let mut standings = stood.standings.into_iter();
+        let featured = computed
+            .into_iter()
+            .map(|result| {
+                result.map(|mut session| {
+                    let standing = standings.next().flatten();
+                    session.features.cohort_alike =
+                        standing.map_or(f64::NAN, |s| f64::from(s.alike));
+                    (
+                        session.reference,
+                        session.features,
+                        standing,
+                        session.places,
+                    )
+                })
+            })
+            .collect();
+        (cohort, featured, stood.rescore)
     })
     .await
 }
@@ -244,12 +345,13 @@ async fn score_sessions(
         sessions
             .into_par_iter()
             .map(|featured| {
-                let (reference, features, standing) = featured?;
+                let (reference, features, standing, places) = featured?;
                 let score = cohort::adjust(&model, model.score(&features), standing);
                 Ok(ScoredSession {
                     reference,
                     features,
                     score,
+                    cohort: places,
                 })
             })
             .collect()
@@ -291,6 +393,15 @@ fn features_of(
             message: "computing the session's features failed".to_owned(),
         }),
     }
+}
+
+/// What a run's passes share: the survey's files, the steps' numbering, the cohort and the
+/// stored sessions to score again.
+struct Passes<'a> {
+    files: &'a [String],
+    sequence: usize,
+    cohort: &'a mut Cohort,
+    rescore: &'a mut BTreeSet<String>,
 }
 
 /// What publishing a run's steps needs, and the step computed but not yet published.

@@ -12,6 +12,8 @@ pub(super) struct PlannedSession {
     pub(super) reference: String,
     pub(super) identifiers: Vec<String>,
     pub(super) events: u64,
+    /// An earlier run scored it: the survey's cohort spread counts it already.
+    pub(super) scored_before: bool,
 }
 
 #[derive(Debug, Default)]
@@ -20,6 +22,9 @@ pub(super) struct Plan {
     pub(super) already_scored: u64,
     pub(super) skipped: u64,
     pub(super) sessions: Vec<PlannedSession>,
+    /// Sessions an earlier run scored, skipped: a run scores one again when its cluster in the
+    /// survey's cohort grows.
+    pub(super) skipped_sessions: HashMap<String, PlannedSession>,
 }
 
 impl Plan {
@@ -44,6 +49,7 @@ impl Plan {
                     reference,
                     identifiers: Vec::new(),
                     events: 0,
+                    scored_before: false,
                 });
             entry.identifiers.push(identity.identifier);
             entry.events += identity.event_count;
@@ -56,10 +62,14 @@ impl Plan {
             total: by_reference.len() as u64,
             ..Plan::default()
         };
-        for (reference, session) in by_reference {
+        for (reference, mut session) in by_reference {
+            session.scored_before = scored.contains_key(&reference);
             match scored.get(&reference) {
                 Some(run_id) if run_id == run.as_str() => plan.already_scored += 1,
-                Some(_) if !force => plan.skipped += 1,
+                Some(_) if !force => {
+                    plan.skipped += 1;
+                    plan.skipped_sessions.insert(reference, session);
+                }
                 _ => plan.sessions.push(session),
             }
         }
@@ -69,22 +79,28 @@ impl Plan {
     /// Splits the sessions to score into passes of at most `max_events` events each (a session
     /// larger than that gets a pass of its own).
     pub(super) fn passes(&self, max_events: u64) -> Vec<Vec<&PlannedSession>> {
-        let mut passes = Vec::new();
-        let mut current = Vec::new();
-        let mut events = 0u64;
-        for session in &self.sessions {
-            if !current.is_empty() && events + session.events > max_events {
-                passes.push(std::mem::take(&mut current));
-                events = 0;
-            }
-            events += session.events;
-            current.push(session);
-        }
-        if !current.is_empty() {
-            passes.push(current);
-        }
-        passes
+        passes_of(&self.sessions, max_events)
     }
+}
+
+/// `sessions` in passes of at most `max_events` events each (a session larger than that gets a
+/// pass of its own).
+pub(super) fn passes_of(sessions: &[PlannedSession], max_events: u64) -> Vec<Vec<&PlannedSession>> {
+    let mut passes = Vec::new();
+    let mut current = Vec::new();
+    let mut events = 0u64;
+    for session in sessions {
+        if !current.is_empty() && events + session.events > max_events {
+            passes.push(std::mem::take(&mut current));
+            events = 0;
+        }
+        events += session.events;
+        current.push(session);
+    }
+    if !current.is_empty() {
+        passes.push(current);
+    }
+    passes
 }
 
 impl Scorer {

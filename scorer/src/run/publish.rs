@@ -227,6 +227,7 @@ fn score_records(
             scored_at: now,
             model_version: model_version.to_owned(),
             run_id: run.clone(),
+            cohort: session.cohort.clone(),
         })
         .collect()
 }

@@ -27,6 +27,7 @@ fn planned(reference: &str, events: u64) -> PlannedSession {
         reference: reference.to_owned(),
         identifiers: vec![format!("{reference}-browser")],
         events,
+        scored_before: false,
     }
 }
 
@@ -110,6 +111,13 @@ fn sessions_another_run_scored_are_skipped_unless_forced() {
     let plan = Plan::new(identities.clone(), scored.clone(), &run, false);
     assert_eq!((plan.total, plan.already_scored, plan.skipped), (2, 0, 1));
     assert_eq!(references(&plan), ["r2"]);
+    // Kept, should its cluster in the cohort grow: the run scores it again then.
+    let skipped = &plan.skipped_sessions["r1"];
+    assert_eq!(
+        (skipped.identifiers.as_slice(), skipped.scored_before),
+        (&["b1".to_owned()][..], true)
+    );
+    assert!(!plan.sessions[0].scored_before);
 
     let forced = Plan::new(identities, scored, &run, true);
     assert_eq!(

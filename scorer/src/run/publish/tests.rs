@@ -13,6 +13,7 @@ fn session(reference: &str, percent: f64, band: &'static str) -> ScoredSession {
             band,
             reasons: Vec::new(),
         },
+        cohort: Vec::new(),
     }
 }
 
