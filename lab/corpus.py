@@ -730,8 +730,9 @@ def hold_log(data: Path):
 
 
 def check_clean_tree(allow_dirty: bool) -> str:
-    """The commit the chunk names: the binary's, which must be HEAD with nothing changed outside
-    lab/corpus/ (features computed by a build of another state would name the wrong commit)."""
+    """The commit the chunk names: the binary's, which must be HEAD, or differ from HEAD only in
+    lab/corpus/ (the chunks recorded since), with nothing uncommitted outside lab/corpus/
+    (features computed by a build of another state would name the wrong commit)."""
     commit = commit_of_binary()
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     dirty = [line for line in subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
@@ -739,7 +740,14 @@ def check_clean_tree(allow_dirty: bool) -> str:
              if not line[3:].startswith("lab/corpus/")]
     problems = []
     if not head.startswith(commit):
-        problems.append(f"the binary was built from {commit}, HEAD is {head[:12]}")
+        # Commits since the binary's that touch only the corpus (earlier chunks) leave the
+        # program and the harness as the binary's commit had them.
+        changed = subprocess.run(["git", "diff", "--name-only", commit, head], cwd=REPO, capture_output=True,
+                                 text=True)
+        outside = [path for path in changed.stdout.splitlines() if not path.startswith("lab/corpus/")]
+        if changed.returncode != 0 or outside:
+            problems.append(f"the binary was built from {commit}, HEAD is {head[:12]}"
+                            + (f" and differs in {', '.join(outside[:5])}" if outside else ""))
     if dirty:
         problems.append(f"uncommitted changes: {', '.join(line[3:] for line in dirty[:5])}")
     if problems and not allow_dirty:
