@@ -381,12 +381,15 @@ impl Cohort {
         let mut checks = 0usize;
         let mut alike = 0u32;
         let mut stored_alike = Vec::new();
-        for (low, high) in ranges_around(point) {
+        'cells: for (low, high) in ranges_around(point) {
             for cell in low..=high {
                 let key = (point.modality, point.mask, cell);
                 for &j in self.cells.get(&key).into_iter().flatten() {
-                    if j == index || checks >= MAX_CHECKS {
+                    if j == index {
                         continue;
+                    }
+                    if checks == MAX_CHECKS {
+                        break 'cells;
                     }
                     checks += 1;
                     if alike_with(&self.points[j]) {
@@ -394,8 +397,8 @@ impl Cohort {
                     }
                 }
                 for &j in stored_cells.get(&key).into_iter().flatten() {
-                    if checks >= MAX_CHECKS {
-                        break;
+                    if checks == MAX_CHECKS {
+                        break 'cells;
                     }
                     checks += 1;
                     if alike_with(&stored[j].point) {
