@@ -409,17 +409,30 @@ crate::shared::impl_runs!(PgCatalog, {
         }
         let scores: Vec<&NewScore> = last_of.into_values().collect();
         if !scores.is_empty() {
+            // The scores, and what a lookup answers of each (`reference_summaries`), in one
+            // statement.
             sqlx::query(
-                "INSERT INTO session_scores (survey_id, reference, human_score_percent,
-                                             score_band, scored_at, model_version, run_id)
-                 SELECT $1::text, * FROM unnest($2::text[], $3::float8[], $4::text[], $5::int8[],
-                                          $6::text[], $7::text[])
+                "WITH scored AS (
+                     INSERT INTO session_scores (survey_id, reference, human_score_percent,
+                                                 score_band, scored_at, model_version, run_id)
+                     SELECT $1::text, * FROM unnest($2::text[], $3::float8[], $4::text[],
+                                                    $5::int8[], $6::text[], $7::text[])
+                     ON CONFLICT (survey_id, reference) DO UPDATE SET
+                         human_score_percent = excluded.human_score_percent,
+                         score_band = excluded.score_band,
+                         scored_at = excluded.scored_at,
+                         model_version = excluded.model_version,
+                         run_id = excluded.run_id
+                     RETURNING survey_id, reference, human_score_percent, score_band, scored_at,
+                               model_version)
+                 INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
+                                                  score_band, scored_at, model_version)
+                 SELECT * FROM scored
                  ON CONFLICT (survey_id, reference) DO UPDATE SET
                      human_score_percent = excluded.human_score_percent,
                      score_band = excluded.score_band,
                      scored_at = excluded.scored_at,
-                     model_version = excluded.model_version,
-                     run_id = excluded.run_id",
+                     model_version = excluded.model_version",
             )
             .bind(survey.as_str())
             .bind(
@@ -455,8 +468,6 @@ crate::shared::impl_runs!(PgCatalog, {
             )
             .execute(&mut *tx)
             .await?;
-            // What a lookup answers of each, in the same transaction.
-            Self::record_summary_scores(&mut tx, survey, &scores).await?;
             Self::replace_cohort_points(&mut tx, survey.as_str(), &scores).await?;
         }
         tx.commit().await?;
