@@ -19,14 +19,17 @@
 //!    (events/s), and erases another session from the compacted survey: end-to-end times;
 //! 6. loads a second survey of `BENCH_LOOKUP_SESSIONS` (default 1 million) small sessions,
 //!    scores it, and times `BENCH_LOOKUPS` (default 2000) lookups of 100 random references:
-//!    p50 and p99 latency.
+//!    p50 and p99 latency;
+//! 7. loads `BENCH_NEW_SESSIONS` (default 1000) full-size sessions into that survey and times
+//!    the run (not forced) that scores them, cohort included, then a run with nothing new.
 //!
 //! Environment: `BENCH_EVENTS`, `BENCH_EVIDENCE`, `BENCH_LOOKUP_SESSIONS`, `BENCH_LOOKUPS`,
+//! `BENCH_NEW_SESSIONS`,
 //! `BENCH_CONNECTIONS`
 //! (default 16), `BENCH_SERVER_ARGS` (extra `serve` flags).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -35,160 +38,10 @@ use serde_json::{Value, json};
 
 mod common;
 use common::load::percentile;
+use common::survey::{load_survey, score, send_batch};
 use common::{
     Server, env_number, metric_value, provision, scrape_metrics, start_server, watch_rss,
 };
-
-/// Events per collector request (the collector takes up to 1000).
-const EVENTS_PER_REQUEST: usize = 250;
-
-/// One generated session: its identifier (also its reference) and its events' JSON.
-fn generated_session(index: u64, small: bool) -> (String, Vec<String>) {
-    let mut rng = Rng::new(index);
-    let reference = format!(
-        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
-        rng.next_u64() as u32,
-        rng.next_u64() as u16,
-        rng.next_u64() & 0xfff,
-        rng.next_u64() & 0xfff,
-        rng.next_u64() & 0xffff_ffff_ffff
-    );
-    let behaviour = match index % 10 {
-        0 => Behaviour::NaiveBot,
-        1 => Behaviour::StealthBot,
-        _ => Behaviour::Human,
-    };
-    let t0 = 1_763_800_000_000 + (index as i64 % 100_000) * 1000;
-    let mut events = session(behaviour, &reference, &reference, t0, 1, index);
-    if small {
-        events.truncate(5);
-    }
-    (reference, events)
-}
-
-/// Posts `events` as one collector batch to `url`; returns how many times the collector asked
-/// to back off. 503 is its back-pressure while the flusher catches up: wait and send the same
-/// batch again, as the embed does.
-async fn send_batch(client: &reqwest::Client, url: &str, events: &[String]) -> anyhow::Result<u64> {
-    let body = format!(r#"{{"events":[{}]}}"#, events.join(","));
-    let mut waits = 0;
-    loop {
-        let reply = client
-            .post(url)
-            .header("content-type", "text/plain")
-            .body(body.clone())
-            .send()
-            .await?;
-        match reply.status().as_u16() {
-            201 => return Ok(waits),
-            503 => {
-                waits += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            status => bail!("collector answered {status}"),
-        }
-    }
-}
-
-/// Posts generated sessions `from..` until `enough(sessions, events)`; returns (sessions,
-/// events, references).
-async fn load_survey(
-    client: &reqwest::Client,
-    server: &Server,
-    tracking_key: &str,
-    connections: usize,
-    small: bool,
-    enough: impl Fn(u64, u64) -> bool + Send + Sync + 'static,
-) -> anyhow::Result<(u64, u64, Vec<String>)> {
-    let next = Arc::new(AtomicU64::new(0));
-    let events_sent = Arc::new(AtomicU64::new(0));
-    let sessions_sent = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let backpressure = Arc::new(AtomicU64::new(0));
-    let enough = Arc::new(enough);
-    let mut tasks = Vec::new();
-    for _ in 0..connections {
-        let (client, next, events_sent, sessions_sent, done, enough, backpressure) = (
-            client.clone(),
-            next.clone(),
-            events_sent.clone(),
-            sessions_sent.clone(),
-            done.clone(),
-            enough.clone(),
-            backpressure.clone(),
-        );
-        let base = format!("{}/event/{tracking_key}", server.base);
-        tasks.push(tokio::spawn(async move {
-            let mut references = Vec::new();
-            while !done.load(Ordering::Relaxed) {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                let (reference, events) = generated_session(index, small);
-                let url = format!("{base}/{reference}");
-                for chunk in events.chunks(EVENTS_PER_REQUEST) {
-                    let waits = send_batch(&client, &url, chunk).await?;
-                    backpressure.fetch_add(waits, Ordering::Relaxed);
-                }
-                references.push(reference);
-                let events = events_sent.fetch_add(events.len() as u64, Ordering::Relaxed)
-                    + events.len() as u64;
-                let sessions = sessions_sent.fetch_add(1, Ordering::Relaxed) + 1;
-                if enough(sessions, events) {
-                    done.store(true, Ordering::Relaxed);
-                }
-            }
-            Ok::<_, anyhow::Error>(references)
-        }));
-    }
-    let mut references = Vec::new();
-    for task in tasks {
-        references.extend(task.await??);
-    }
-    let waits = backpressure.load(Ordering::Relaxed);
-    if waits > 0 {
-        println!("  (the collector asked to back off {waits} times while the flusher caught up)");
-    }
-    Ok((
-        sessions_sent.load(Ordering::Relaxed),
-        events_sent.load(Ordering::Relaxed),
-        references,
-    ))
-}
-
-/// Starts a run and polls it to its end; returns the run and the wall time.
-async fn score(
-    client: &reqwest::Client,
-    server: &Server,
-    survey: &str,
-) -> anyhow::Result<(Value, Duration)> {
-    let started = Instant::now();
-    let url = format!(
-        "{}/integrations/v1/surveys/{survey}/scoring-runs",
-        server.base
-    );
-    let run: Value = client
-        .post(&url)
-        .bearer_auth(&server.key)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let id = run["data"]["id"].as_str().context("run id")?.to_owned();
-    loop {
-        let run: Value = client
-            .get(format!("{url}/{id}"))
-            .bearer_auth(&server.key)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        if run["data"]["status"] != "running" {
-            return Ok((run["data"].clone(), started.elapsed()));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Deletes a session and polls the deletion (every 20 ms) until it completes; the time from
 /// the request to the first `completed` answer.
@@ -524,6 +377,7 @@ async fn main() -> anyhow::Result<()> {
         &server,
         &tracking_key,
         connections,
+        0,
         false,
         move |_, events| events >= target_events,
     )
@@ -673,6 +527,7 @@ async fn main() -> anyhow::Result<()> {
             &server,
             &tracking_key,
             connections,
+            0,
             true,
             move |sessions, _| sessions >= lookup_sessions,
         )
@@ -762,6 +617,42 @@ async fn main() -> anyhow::Result<()> {
             "  context (key check only), {lookups} requests: p50 {:.2} ms  p99 {:.2} ms",
             percentile(&context, 0.5),
             percentile(&context, 0.99)
+        );
+
+        // 7. An incremental run: `BENCH_NEW_SESSIONS` (default 1000) full-size sessions arrive
+        // in the scored survey and a run (not forced) scores them, cohort included; then a run
+        // with nothing new. Its cost should follow the new sessions, not the survey.
+        let new_sessions = env_number::<u64>("BENCH_NEW_SESSIONS", 1000);
+        let loading = Instant::now();
+        let (added, added_events, _) = load_survey(
+            &client,
+            &server,
+            &tracking_key,
+            connections,
+            1 << 40, // indices no earlier load used
+            false,
+            move |sessions, _| sessions >= new_sessions,
+        )
+        .await?;
+        println!(
+            "  {added} new sessions ({added_events} events) loaded in {:.1} s",
+            loading.elapsed().as_secs_f64()
+        );
+        wait_for_quiet_lake(&data_dir.path().join("lake/events")).await?;
+        let (run, elapsed) = score(&client, &server, &survey).await?;
+        println!(
+            "  incremental run: {} of {} scored, {} skipped in {:.2} s  (target <= 2 s)",
+            run["scored"],
+            run["total"],
+            run["skipped"],
+            elapsed.as_secs_f64()
+        );
+        let (run, elapsed) = score(&client, &server, &survey).await?;
+        println!(
+            "  run with nothing new: {} scored, {} skipped in {:.2} s",
+            run["scored"],
+            run["skipped"],
+            elapsed.as_secs_f64()
         );
     }
     Ok(())

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod load;
+pub(crate) mod survey;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

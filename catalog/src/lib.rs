@@ -109,6 +109,9 @@ pub trait Organizations: Send + Sync {
 
     async fn list_keys(&self, organization: &OrganizationId) -> Result<Vec<KeyInfo>>;
 
+    /// The key of this prefix, revoked or not.
+    async fn key_info(&self, prefix: &KeyPrefix) -> Result<Option<KeyInfo>>;
+
     /// Returns false when no unrevoked key has this prefix.
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool>;
 
@@ -245,6 +248,22 @@ pub trait Runs: Send + Sync {
 
     /// Every reference of the survey that has a score, with the run that wrote it.
     async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>>;
+
+    /// What a run that is not forced plans from: the survey's counts and the browser sessions
+    /// of the references without a score (tombstoned ones left out), read from an index of
+    /// the unscored references rather than the whole survey.
+    async fn unscored_sessions(&self, survey: &SurveyId, run: &RunId) -> Result<UnscoredSessions>;
+
+    /// The browser sessions linked to `references` (a run scoring them again), tombstoned
+    /// references left out.
+    async fn reference_sessions(
+        &self,
+        survey: &SurveyId,
+        references: &[String],
+    ) -> Result<Vec<SessionIdentity>>;
+
+    /// The references whose latest score `run` wrote.
+    async fn run_references(&self, survey: &SurveyId, run: &RunId) -> Result<Vec<String>>;
 
     /// Records scores as the latest of their sessions, with their cohort points (replacing the
     /// ones they had, the survey's bins moved with them), in one transaction, fenced by the run's
@@ -401,24 +420,44 @@ pub trait Fleet: Send + Sync {
     async fn checkpoint(&self) -> Result<bool>;
 }
 
+/// A survey's review desk: its scored sessions counted, listed and grouped. Tombstoned
+/// references are left out from the moment their deletion is requested.
+#[async_trait]
+pub trait Desk: Send + Sync {
+    /// Scored references per band and per score bin, and captured references with no score.
+    /// Reads the survey's entries of one index, not its rows.
+    async fn desk_counts(&self, survey: &SurveyId) -> Result<DeskCounts>;
+
+    /// One page of scored references in score order (ties by reference), after the query's
+    /// keyset; at most `limit` (1 to 1000) rows.
+    async fn desk_page(&self, survey: &SurveyId, query: &DeskQuery) -> Result<Vec<DeskRow>>;
+
+    /// The places of the references a run found in a cluster, each in the modality it
+    /// clustered in.
+    async fn clustered_places(&self, survey: &SurveyId) -> Result<Vec<ClusteredPlace>>;
+
+    /// The survey's most recently started scoring run.
+    async fn latest_scoring_run(&self, survey: &SurveyId) -> Result<Option<ScoringRun>>;
+}
+
 /// Everything the rest of Telltale asks of its system of record, one role trait at a time:
-/// [`Organizations`], [`Surveys`], [`Runs`], [`Deletions`] and [`Fleet`]. Both backends
+/// [`Organizations`], [`Surveys`], [`Runs`], [`Deletions`], [`Fleet`] and [`Desk`]. Both backends
 /// implement every role. Callers hold an `Arc<dyn Catalog>`, on which every role's methods can
 /// be called; code that names a backend brings the roles into scope with
 /// `use catalog::prelude::*`.
 pub trait Catalog:
-    Organizations + Surveys + Runs + Deletions + Fleet + std::fmt::Debug + 'static
+    Organizations + Surveys + Runs + Deletions + Fleet + Desk + std::fmt::Debug + 'static
 {
 }
 
 impl<T> Catalog for T where
-    T: Organizations + Surveys + Runs + Deletions + Fleet + std::fmt::Debug + 'static
+    T: Organizations + Surveys + Runs + Deletions + Fleet + Desk + std::fmt::Debug + 'static
 {
 }
 
 /// The catalog trait and its roles, for callers of its methods.
 pub mod prelude {
-    pub use crate::{Catalog, Deletions, Fleet, Organizations, Runs, Surveys};
+    pub use crate::{Catalog, Deletions, Desk, Fleet, Organizations, Runs, Surveys};
 }
 
 /// Opens the catalog a URL names: `sqlite://PATH` (created when missing) or

@@ -78,6 +78,10 @@ pub struct SessionDelta {
     pub event_count: u64,
     pub first_event_at: i64,
     pub last_event_at: i64,
+    /// When the collector received the first and the last of these events' batches (Unix ms):
+    /// a run reads only the `events` files whose `received_at` range meets its sessions'.
+    pub first_received_at: i64,
+    pub last_received_at: i64,
 }
 
 /// What lookup reports for one reference.
@@ -208,6 +212,24 @@ pub struct SessionIdentity {
     pub identifier: String,
     pub reference: Option<String>,
     pub event_count: u64,
+    /// When the collector received its first and last batch (Unix ms); `None` for a session
+    /// counted before the catalog kept it (migration 0011), until its next batch.
+    pub received: Option<(i64, i64)>,
+}
+
+/// What a run that is not forced reads to plan: the survey's counts, and the browser sessions
+/// of only the references no run has scored. Reading it costs in proportion to the unscored
+/// sessions, plus one count over an index of the survey's references.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnscoredSessions {
+    /// References of the survey that have browser sessions and no tombstone.
+    pub references: u64,
+    /// Of them, those that have a score.
+    pub scored: u64,
+    /// Of those, the ones the run itself scored (a resumed run).
+    pub scored_by_run: u64,
+    /// The browser sessions of the references without a score.
+    pub sessions: Vec<SessionIdentity>,
 }
 
 /// A reference that has a score, and the run that wrote it.
@@ -228,6 +250,69 @@ pub struct NewScore {
     pub run_id: RunId,
     /// The session's places in the survey's cohort, which replace the ones it had.
     pub cohort: Vec<CohortPoint>,
+    /// The score's reasons, most important first (kept for the survey's review desk).
+    pub reasons: Vec<String>,
+    /// Where the run found the session in a cluster of its survey: the modality (an index
+    /// into the scorer's cohort modalities) and how many sessions were alike with it.
+    pub cluster: Option<(u8, u32)>,
+}
+
+/// Score bins of a survey's desk histogram: `[5k, 5k + 5)` for k in 0..19, and `[95, 100]`.
+pub const DESK_HISTOGRAM_BINS: usize = 20;
+
+/// A survey's scored sessions at a glance (its review desk).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeskCounts {
+    /// Scored references per band (bands with none are absent), tombstoned ones left out.
+    pub bands: Vec<(String, u64)>,
+    /// Scored references per score bin ([`DESK_HISTOGRAM_BINS`] bins of 5 points).
+    pub histogram: Vec<u64>,
+    /// References with captured sessions and no score.
+    pub unscored: u64,
+}
+
+/// The order of a desk page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeskOrder {
+    /// Lowest score first: the sessions to look at first.
+    #[default]
+    Ascending,
+    Descending,
+}
+
+/// Which scored references a desk page lists, from where.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeskQuery {
+    pub band: Option<String>,
+    /// Only these references (a cluster's members).
+    pub references: Option<Vec<String>>,
+    pub order: DeskOrder,
+    /// The last (score, reference) of the previous page.
+    pub after: Option<(f64, String)>,
+    pub limit: u32,
+}
+
+/// One scored reference as the desk lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeskRow {
+    pub reference: String,
+    pub human_score_percent: f64,
+    pub score_band: String,
+    pub scored_at: i64,
+    pub model_version: String,
+    pub reasons: Vec<String>,
+    /// The modality it clustered in and how many were alike (see [`NewScore::cluster`]).
+    pub cluster: Option<(u8, u32)>,
+    pub event_count: u64,
+    pub first_event_at: Option<i64>,
+    pub last_event_at: Option<i64>,
+}
+
+/// A clustered reference's place in the modality it clustered in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusteredPlace {
+    pub reference: String,
+    pub point: CohortPoint,
 }
 
 /// Bins a cohort axis is counted in per (survey, modality, mask): a value `v` (0..=10,000) is in

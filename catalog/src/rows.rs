@@ -19,6 +19,7 @@ pub(crate) trait Columns {
     fn opt_int(&self, column: &str) -> Result<Option<i64>>;
     fn flag(&self, column: &str) -> Result<bool>;
     fn bytes(&self, column: &str) -> Result<Vec<u8>>;
+    fn float(&self, column: &str) -> Result<f64>;
 
     /// A non-negative count (stored signed).
     fn count(&self, column: &str) -> Result<u64> {
@@ -45,6 +46,9 @@ macro_rules! columns_for {
                 Ok(self.try_get(column)?)
             }
             fn bytes(&self, column: &str) -> Result<Vec<u8>> {
+                Ok(self.try_get(column)?)
+            }
+            fn float(&self, column: &str) -> Result<f64> {
                 Ok(self.try_get(column)?)
             }
         }
@@ -214,6 +218,9 @@ pub(crate) fn session_identity(row: &impl Columns) -> Result<SessionIdentity> {
         identifier: row.text("identifier")?,
         reference: row.opt_text("reference")?,
         event_count: row.count("event_count")?,
+        received: row
+            .opt_int("first_received_at")?
+            .zip(row.opt_int("last_received_at")?),
     })
 }
 
@@ -238,4 +245,42 @@ pub(crate) fn cohort_point(row: &impl Columns) -> Result<CohortPoint> {
 
 pub(crate) fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A `reference_summaries` row as the desk lists it (the columns of
+/// `shared::desk::DESK_COLUMNS`).
+pub(crate) fn desk_row(row: &impl Columns) -> Result<DeskRow> {
+    let reasons = match row.opt_text("reasons")? {
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|error| Error::Corrupt(format!("reasons of a desk row: {error}")))?,
+        None => Vec::new(),
+    };
+    let cluster = match (
+        row.opt_int("cluster_modality")?,
+        row.opt_int("cohort_alike")?,
+    ) {
+        (Some(modality), alike) => Some((
+            u8::try_from(modality)
+                .map_err(|_| Error::Corrupt(format!("cluster modality {modality}")))?,
+            u32::try_from(alike.unwrap_or(0).max(0)).unwrap_or(u32::MAX),
+        )),
+        (None, _) => None,
+    };
+    Ok(DeskRow {
+        reference: row.text("reference")?,
+        human_score_percent: row.float("human_score_percent")?,
+        score_band: row.text("score_band")?,
+        scored_at: row.int("scored_at")?,
+        model_version: row.text("model_version")?,
+        reasons,
+        cluster,
+        event_count: row.count("event_count")?,
+        first_event_at: row.opt_int("first_event_at")?,
+        last_event_at: row.opt_int("last_event_at")?,
+    })
+}
+
+/// A score's reasons as `reference_summaries.reasons` keeps them: a JSON array of strings.
+pub(crate) fn reasons_json(reasons: &[String]) -> String {
+    serde_json::Value::from(reasons.to_vec()).to_string()
 }

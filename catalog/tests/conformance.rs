@@ -136,6 +136,8 @@ conformance!(
     the_api_limit_holds_across_instances,
     tombstones_polled_by_id_miss_none_under_concurrent_requests,
     scores_and_erasure_show_in_lookup,
+    an_incremental_plan_reads_the_unscored_and_counts_the_rest,
+    the_desk_counts_pages_and_clusters_without_tombstoned_references,
     a_lookup_follows_a_session_that_moves_to_another_reference,
     cohort_points_are_found_by_cell_and_erased_with_their_session,
     a_deletion_is_claimed_by_one_instance,
@@ -163,6 +165,8 @@ fn delta(survey: &Survey, identifier: &str, reference: Option<&str>, count: u64)
         event_count: count,
         first_event_at: 1_000,
         last_event_at: 2_000,
+        first_received_at: 1_100,
+        last_received_at: 2_100,
     }
 }
 
@@ -252,6 +256,8 @@ async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
         model_version: "m".to_owned(),
         run_id: run.id.clone(),
         cohort: Vec::new(),
+        reasons: Vec::new(),
+        cluster: None,
     };
     assert!(
         !catalog
@@ -394,6 +400,370 @@ async fn tombstones_polled_by_id_miss_none_under_concurrent_requests(fixture: Fi
     assert_eq!(seen.len(), 24, "an incremental poller saw every tombstone");
 }
 
+/// A run that is not forced plans from the unscored references alone: what it reads equals
+/// what the whole survey's sessions and scores say, tombstones and a resumed run included.
+async fn an_incremental_plan_reads_the_unscored_and_counts_the_rest(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    let reference = |i: usize| format!("00000000-0000-4000-8000-{i:012}");
+    let mut deltas = Vec::new();
+    for i in 0..6 {
+        deltas.push(delta(&survey, &format!("tab-{i}"), Some(&reference(i)), 3));
+    }
+    // Reference 0 has two browser sessions; one session has no reference and is not planned.
+    deltas.push(delta(&survey, "tab-0b", Some(&reference(0)), 2));
+    deltas.push(delta(&survey, "anonymous", None, 5));
+    catalog
+        .apply_session_stats("i", 1, &deltas)
+        .await
+        .expect("stats");
+    // A later batch of tab-1 widens its received range.
+    let mut later = delta(&survey, "tab-1", Some(&reference(1)), 1);
+    later.first_received_at = 5_000;
+    later.last_received_at = 9_000;
+    catalog
+        .apply_session_stats("i", 2, &[later])
+        .await
+        .expect("stats");
+
+    let (earlier, _) = catalog
+        .start_scoring_run(&survey.id, false)
+        .await
+        .expect("start");
+    catalog
+        .claim_scoring_run(&earlier.id, "w", 60_000)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    let score = |i: usize, run: &RunId| NewScore {
+        reference: reference(i),
+        human_score_percent: 50.0,
+        score_band: "review".to_owned(),
+        scored_at: 1,
+        model_version: "telltale-v2".to_owned(),
+        run_id: run.clone(),
+        cohort: Vec::new(),
+        reasons: Vec::new(),
+        cluster: None,
+    };
+    assert!(
+        catalog
+            .record_scores(
+                &survey.id,
+                &earlier.id,
+                "w",
+                &[score(2, &earlier.id), score(3, &earlier.id)]
+            )
+            .await
+            .expect("record")
+    );
+    catalog
+        .finish_scoring_run(
+            &earlier.id,
+            "w",
+            &RunProgress::default(),
+            &RunOutcome::Completed,
+        )
+        .await
+        .expect("finish");
+    // Reference 5 is erased: it leaves the plan and the counts.
+    catalog
+        .request_session_deletion(&survey.id, &reference(5))
+        .await
+        .expect("erase");
+
+    let (run, _) = catalog
+        .start_scoring_run(&survey.id, false)
+        .await
+        .expect("start");
+    catalog
+        .claim_scoring_run(&run.id, "w", 60_000)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    // The run scored reference 4 before it was interrupted (a resumed run).
+    assert!(
+        catalog
+            .record_scores(&survey.id, &run.id, "w", &[score(4, &run.id)])
+            .await
+            .expect("record")
+    );
+
+    let plan = catalog
+        .unscored_sessions(&survey.id, &run.id)
+        .await
+        .expect("plan");
+    let whole: Vec<SessionIdentity> = catalog
+        .survey_sessions(&survey.id)
+        .await
+        .expect("sessions")
+        .into_iter()
+        .filter(|s| s.reference.is_some())
+        .collect();
+    let references: std::collections::BTreeSet<_> =
+        whole.iter().filter_map(|s| s.reference.clone()).collect();
+    assert_eq!(plan.references, references.len() as u64);
+    assert_eq!(
+        (plan.references, plan.scored, plan.scored_by_run),
+        (5, 3, 1)
+    );
+    let mut unscored: Vec<(String, String, u64, Option<(i64, i64)>)> = plan
+        .sessions
+        .iter()
+        .map(|s| {
+            (
+                s.identifier.clone(),
+                s.reference.clone().expect("reference"),
+                s.event_count,
+                s.received,
+            )
+        })
+        .collect();
+    unscored.sort();
+    assert_eq!(
+        unscored,
+        [
+            ("tab-0".to_owned(), reference(0), 3, Some((1_100, 2_100))),
+            ("tab-0b".to_owned(), reference(0), 2, Some((1_100, 2_100))),
+            ("tab-1".to_owned(), reference(1), 4, Some((1_100, 9_000))),
+        ]
+    );
+
+    let mut again = catalog
+        .reference_sessions(
+            &survey.id,
+            &[reference(0), reference(2), "missing".to_owned()],
+        )
+        .await
+        .expect("sessions of references");
+    again.sort_by(|a, b| a.identifier.cmp(&b.identifier));
+    let identifiers: Vec<&str> = again.iter().map(|s| s.identifier.as_str()).collect();
+    assert_eq!(identifiers, ["tab-0", "tab-0b", "tab-2"]);
+    assert_eq!(
+        catalog
+            .run_references(&survey.id, &run.id)
+            .await
+            .expect("run's references"),
+        [reference(4)]
+    );
+    let mut earlier_references = catalog
+        .run_references(&survey.id, &earlier.id)
+        .await
+        .expect("run's references");
+    earlier_references.sort();
+    assert_eq!(earlier_references, [reference(2), reference(3)]);
+}
+
+/// The desk's reads on both backends: counts per band and bin, pages in score order either way
+/// with ties broken by reference, the clustered places, and a tombstone taking a reference off
+/// all of them at once.
+async fn the_desk_counts_pages_and_clusters_without_tombstoned_references(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    let reference = |i: usize| format!("00000000-0000-4000-8000-{i:012}");
+    let deltas: Vec<SessionDelta> = (0..7)
+        .map(|i| {
+            delta(
+                &survey,
+                &format!("tab-{i}"),
+                Some(&reference(i)),
+                3 + i as u64,
+            )
+        })
+        .collect();
+    catalog
+        .apply_session_stats("i", 1, &deltas)
+        .await
+        .expect("stats");
+    let (run, _) = catalog
+        .start_scoring_run(&survey.id, false)
+        .await
+        .expect("start");
+    catalog
+        .claim_scoring_run(&run.id, "w", 60_000)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    let point = |v: u16| CohortPoint {
+        modality: 0,
+        mask: 0b11,
+        cell: 1,
+        values: vec![v, v],
+    };
+    // Reference 6 stays unscored.
+    let scored = [
+        (0, 10.0, "automation-like"),
+        (1, 10.0, "automation-like"),
+        (2, 55.0, "review"),
+        (3, 90.0, "human-like"),
+        (4, 99.5, "human-like"),
+        (5, 100.0, "human-like"),
+    ];
+    let scores: Vec<NewScore> = scored
+        .iter()
+        .map(|&(i, percent, band)| NewScore {
+            reference: reference(i),
+            human_score_percent: percent,
+            score_band: band.to_owned(),
+            scored_at: 1_000 + i as i64,
+            model_version: "m".to_owned(),
+            run_id: run.id.clone(),
+            cohort: if i < 2 {
+                vec![point(100 * i as u16)]
+            } else {
+                Vec::new()
+            },
+            reasons: vec![
+                format!("reason {i}, first"),
+                "second | with a bar".to_owned(),
+            ],
+            cluster: (i < 2).then_some((0, 7)),
+        })
+        .collect();
+    assert!(
+        catalog
+            .record_scores(&survey.id, &run.id, "w", &scores)
+            .await
+            .expect("record")
+    );
+
+    let counts = catalog.desk_counts(&survey.id).await.expect("counts");
+    assert_eq!(
+        counts.bands,
+        [
+            ("automation-like".to_owned(), 2),
+            ("human-like".to_owned(), 3),
+            ("review".to_owned(), 1)
+        ]
+    );
+    let mut histogram = vec![0u64; DESK_HISTOGRAM_BINS];
+    histogram[2] = 2;
+    histogram[11] = 1;
+    histogram[18] = 1;
+    histogram[19] = 2;
+    assert_eq!(counts.histogram, histogram);
+    assert_eq!(counts.unscored, 1);
+
+    let page = |order: DeskOrder, after: Option<(f64, String)>, limit: u32| DeskQuery {
+        band: None,
+        references: None,
+        order,
+        after,
+        limit,
+    };
+    let first = catalog
+        .desk_page(&survey.id, &page(DeskOrder::Ascending, None, 4))
+        .await
+        .expect("page");
+    let order =
+        |rows: &[DeskRow]| -> Vec<String> { rows.iter().map(|r| r.reference.clone()).collect() };
+    assert_eq!(
+        order(&first),
+        [reference(0), reference(1), reference(2), reference(3)]
+    );
+    assert_eq!(first[0].reasons, ["reason 0, first", "second | with a bar"]);
+    assert_eq!(first[0].cluster, Some((0, 7)));
+    assert_eq!(first[2].cluster, None);
+    assert_eq!(first[0].event_count, 3);
+    assert_eq!(
+        (first[0].first_event_at, first[0].last_event_at),
+        (Some(1_000), Some(2_000))
+    );
+    assert_eq!(first[3].scored_at, 1_003);
+    let last = first.last().expect("row");
+    let rest = catalog
+        .desk_page(
+            &survey.id,
+            &page(
+                DeskOrder::Ascending,
+                Some((last.human_score_percent, last.reference.clone())),
+                4,
+            ),
+        )
+        .await
+        .expect("page");
+    assert_eq!(order(&rest), [reference(4), reference(5)]);
+    // Ties are broken by reference in both orders: the page after the first of two equal
+    // scores holds the second.
+    let tie = catalog
+        .desk_page(
+            &survey.id,
+            &page(DeskOrder::Ascending, Some((10.0, reference(0))), 1),
+        )
+        .await
+        .expect("page");
+    assert_eq!(order(&tie), [reference(1)]);
+    let descending = catalog
+        .desk_page(&survey.id, &page(DeskOrder::Descending, None, 10))
+        .await
+        .expect("page");
+    let mut reversed = order(&descending);
+    reversed.reverse();
+    assert_eq!(
+        reversed,
+        (0..6).map(reference).collect::<Vec<_>>(),
+        "descending is ascending reversed"
+    );
+    let human = catalog
+        .desk_page(
+            &survey.id,
+            &DeskQuery {
+                band: Some("human-like".to_owned()),
+                ..page(DeskOrder::Ascending, None, 10)
+            },
+        )
+        .await
+        .expect("page");
+    assert_eq!(order(&human), [reference(3), reference(4), reference(5)]);
+    let members = catalog
+        .desk_page(
+            &survey.id,
+            &DeskQuery {
+                references: Some(vec![reference(5), reference(1), "missing".to_owned()]),
+                ..page(DeskOrder::Descending, None, 10)
+            },
+        )
+        .await
+        .expect("page");
+    assert_eq!(order(&members), [reference(5), reference(1)]);
+
+    let mut places = catalog.clustered_places(&survey.id).await.expect("places");
+    places.sort_by(|a, b| a.reference.cmp(&b.reference));
+    assert_eq!(places.len(), 2);
+    assert_eq!(places[1].reference, reference(1));
+    assert_eq!(places[1].point.values, [100, 100]);
+    assert_eq!(
+        catalog
+            .latest_scoring_run(&survey.id)
+            .await
+            .expect("run")
+            .map(|r| r.id),
+        Some(run.id.clone())
+    );
+
+    // A deletion request takes reference 1 off the desk at once.
+    catalog
+        .request_session_deletion(&survey.id, &reference(1))
+        .await
+        .expect("erase");
+    let counts = catalog.desk_counts(&survey.id).await.expect("counts");
+    assert_eq!(counts.bands[0], ("automation-like".to_owned(), 1));
+    assert_eq!(counts.histogram[2], 1);
+    let all = catalog
+        .desk_page(&survey.id, &page(DeskOrder::Ascending, None, 10))
+        .await
+        .expect("page");
+    assert!(!order(&all).contains(&reference(1)));
+    assert_eq!(
+        catalog
+            .clustered_places(&survey.id)
+            .await
+            .expect("places")
+            .len(),
+        1
+    );
+}
+
 async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
     let catalog = fixture.catalog();
     let survey = new_survey(catalog).await;
@@ -428,6 +798,8 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
         model_version: "telltale-v2".to_owned(),
         run_id: run.id.clone(),
         cohort: Vec::new(),
+        reasons: Vec::new(),
+        cluster: None,
     };
     assert!(
         catalog
@@ -647,6 +1019,8 @@ async fn cohort_points_are_found_by_cell_and_erased_with_their_session(fixture: 
         model_version: "m".to_owned(),
         run_id: run.id.clone(),
         cohort,
+        reasons: Vec::new(),
+        cluster: None,
     };
     let record = |scores: Vec<NewScore>| {
         let (survey, run) = (survey.id.clone(), run.id.clone());
@@ -998,6 +1372,8 @@ async fn session_stats_aggregate_per_reference_and_watermark_advances(fixture: F
         event_count: count,
         first_event_at: first,
         last_event_at: last,
+        first_received_at: first + 1,
+        last_received_at: last + 1,
     };
     catalog
         .apply_session_stats("i", 5, &[delta("a", 3, 100, 200), delta("b", 2, 50, 150)])
@@ -1045,6 +1421,8 @@ async fn deletions_tombstone_at_once_and_retry_until_they_fail(fixture: Fixture)
                 event_count: 3,
                 first_event_at: 1,
                 last_event_at: 2,
+                first_received_at: 1,
+                last_received_at: 2,
             }],
         )
         .await

@@ -71,6 +71,8 @@ async fn bench() -> Result<(), Box<dyn std::error::Error>> {
                 model_version: model.version.clone(),
                 run_id: run.id.clone(),
                 cohort: placer.places(features),
+                reasons: Vec::new(),
+                cluster: None,
             })
             .collect();
         catalog

@@ -175,6 +175,7 @@ pub fn adjust(model: &Model, mut score: Score, standing: Option<Standing>) -> Sc
     score
 }
 
+pub mod groups;
 pub mod survey;
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub struct ScoredSession {
     pub score: Score,
     /// Its places in the survey's cohort, recorded with the score.
     pub cohort: Vec<catalog::CohortPoint>,
+    /// The modality it stood in a cluster of its survey in, and how many were alike.
+    pub cluster: Option<(u8, u32)>,
 }
 
 /// The `features` rows of `sessions`.

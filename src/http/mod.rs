@@ -24,6 +24,7 @@ pub mod auth;
 pub mod collector;
 pub mod deletions;
 pub mod demo;
+pub mod desk;
 pub mod embed;
 pub mod error;
 pub mod evidence;
@@ -67,6 +68,7 @@ pub fn app(state: AppState) -> Router {
                 .merge(deletions::routes())
                 .merge(evidence::routes())
                 .merge(review::routes())
+                .merge(desk::routes())
                 .layer(axum::extract::DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
                 .layer(axum::middleware::from_fn(store_deadline)),
         )

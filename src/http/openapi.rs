@@ -36,6 +36,10 @@ use super::rules::{
         super::deletions::get_deletion,
         super::evidence::get_evidence,
         super::review::create_link,
+        super::desk::get_summary,
+        super::desk::get_sessions,
+        super::desk::get_sessions_csv,
+        super::desk::create_desk_link,
         super::status::health,
         super::status::live,
         super::status::ready,
@@ -95,6 +99,11 @@ fn parameter_schema(name: &str) -> Option<Value> {
         }),
         "externalSurveyId" => json!({
             "type": "string", "pattern": EXTERNAL_ID_PATTERN, "minLength": 1, "maxLength": 200,
+        }),
+        "band" => json!({ "type": "string", "enum": ["automation-like", "review", "human-like"] }),
+        "order" => json!({ "type": "string", "enum": ["asc", "desc"] }),
+        "limit" => json!({
+            "type": "integer", "minimum": 1, "maximum": super::desk::MAX_PAGE_ROWS,
         }),
         "identifier" => json!({
             "type": "string", "pattern": IDENTIFIER_PATTERN,
@@ -252,6 +261,23 @@ fn refine(document: &mut Value) {
             "LookupRow",
             "externalReference",
             parameter_schema("reference").unwrap_or_default(),
+        ),
+        ("SurveySummary", "surveyId", hex24()),
+        ("DeskRunView", "id", hex24()),
+        (
+            "DeskRunView",
+            "status",
+            json!({ "type": "string", "enum": ["running", "completed", "failed", "canceled"] }),
+        ),
+        (
+            "DeskSessionView",
+            "reference",
+            parameter_schema("reference").unwrap_or_default(),
+        ),
+        (
+            "DeskSessionView",
+            "scoreBand",
+            json!({ "type": "string", "enum": ["automation-like", "review", "human-like"] }),
         ),
         (
             "LookupRow",

@@ -73,7 +73,12 @@ async fn a_farm_of_one_session_posted_again_and_again_is_named_by_its_cohort() {
 const QUESTIONS: usize = 15;
 
 /// Posts a `Human` session of `style` (its noise from `seed`) under a new reference.
-async fn post_styled(server: &TestServer, survey: &Survey, style: Style, seed: u64) -> String {
+pub(crate) async fn post_styled(
+    server: &TestServer,
+    survey: &Survey,
+    style: Style,
+    seed: u64,
+) -> String {
     let reference = new_uuid();
     let identifier = format!("styled-{}", &reference[..8]);
     let events = styled_session(
@@ -104,7 +109,7 @@ async fn post_styled(server: &TestServer, survey: &Survey, style: Style, seed: u
 const PEOPLE_MOVED_AT_MOST: usize = 12;
 
 /// Drawn people: each a style of their own.
-async fn post_people(server: &TestServer, survey: &Survey, count: u64) -> Vec<String> {
+pub(crate) async fn post_people(server: &TestServer, survey: &Survey, count: u64) -> Vec<String> {
     let mut people = Vec::new();
     for seed in 0..count {
         people.push(post_styled(server, survey, Style::drawn(seed), seed).await);

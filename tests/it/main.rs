@@ -12,6 +12,7 @@ mod cohort;
 mod collector;
 mod context;
 mod deletion;
+mod desk;
 mod drain;
 mod durability;
 mod embed;

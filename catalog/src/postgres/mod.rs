@@ -125,6 +125,9 @@ fn merge_deltas(deltas: &[SessionDelta]) -> Vec<SessionDelta> {
                 existing.event_count += delta.event_count;
                 existing.first_event_at = existing.first_event_at.min(delta.first_event_at);
                 existing.last_event_at = existing.last_event_at.max(delta.last_event_at);
+                existing.first_received_at =
+                    existing.first_received_at.min(delta.first_received_at);
+                existing.last_received_at = existing.last_received_at.max(delta.last_received_at);
             }
         }
     }
@@ -136,6 +139,19 @@ impl PgCatalog {
     /// Row locks for claims: a claim skips rows another instance is claiming
     /// instead of queueing behind it.
     const SKIP_LOCKED: &str = "FOR UPDATE SKIP LOCKED";
+
+    /// A score's bin of the desk's histogram (5 points wide; 100 is in the last).
+    const SCORE_BIN: &str = "LEAST(floor(human_score_percent / 5)::bigint, 19)";
+    /// Index hint for the desk's reads in score order.
+    const BY_SCORE: &str = "";
+
+    /// Index hints for the shared SQL of a run's plan: SQLite's planner, without statistics,
+    /// would take a primary key's `survey_id` prefix and read the whole survey.
+    const LIVE_REFERENCES: &str = "";
+    const SESSIONS_BY_REFERENCE: &str = "";
+
+    /// `IN` a list bound as parameter 2, as [`IN_LIST_3`] for parameter 3.
+    const IN_LIST_2: &str = "= ANY($2)";
 
     /// `identifier IN` a list bound as parameter 3, for the shared SQL (see [`bound_list`]).
     const IN_LIST_3: &str = "= ANY($3)";
@@ -227,12 +243,13 @@ crate::shared::impl_surveys!(PgCatalog, {
             Self::references_of(&mut tx, &surveys, &identifiers).await?
         };
         if !deltas.is_empty() {
-            // One statement whatever the batch size: the columns travel as seven arrays.
+            // One statement whatever the batch size: the columns travel as nine arrays.
             sqlx::query(
                 "INSERT INTO sessions (survey_id, identifier, reference, reference_explicit,
-                                       event_count, first_event_at, last_event_at)
+                                       event_count, first_event_at, last_event_at,
+                                       first_received_at, last_received_at)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[],
-                                      $5::int8[], $6::int8[], $7::int8[])
+                                      $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[])
                  ON CONFLICT (survey_id, identifier) DO UPDATE SET
                      reference = CASE WHEN excluded.reference_explicit
                                       THEN excluded.reference
@@ -240,7 +257,11 @@ crate::shared::impl_surveys!(PgCatalog, {
                      reference_explicit = sessions.reference_explicit OR excluded.reference_explicit,
                      event_count = sessions.event_count + excluded.event_count,
                      first_event_at = LEAST(sessions.first_event_at, excluded.first_event_at),
-                     last_event_at = GREATEST(sessions.last_event_at, excluded.last_event_at)",
+                     last_event_at = GREATEST(sessions.last_event_at, excluded.last_event_at),
+                     first_received_at = LEAST(sessions.first_received_at,
+                                               excluded.first_received_at),
+                     last_received_at = GREATEST(sessions.last_received_at,
+                                                 excluded.last_received_at)",
             )
             .bind(
                 deltas
@@ -282,6 +303,18 @@ crate::shared::impl_surveys!(PgCatalog, {
                 deltas
                     .iter()
                     .map(|d| d.last_event_at)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| d.first_received_at)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                deltas
+                    .iter()
+                    .map(|d| d.last_received_at)
                     .collect::<Vec<_>>(),
             )
             .execute(&mut *tx)
@@ -424,15 +457,24 @@ crate::shared::impl_runs!(PgCatalog, {
                          model_version = excluded.model_version,
                          run_id = excluded.run_id
                      RETURNING survey_id, reference, human_score_percent, score_band, scored_at,
-                               model_version)
+                               model_version),
+                 desk (reference, reasons, cluster_modality, cohort_alike) AS (
+                     SELECT * FROM unnest($2::text[], $8::text[], $9::int8[], $10::int8[]))
                  INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
-                                                  score_band, scored_at, model_version)
-                 SELECT * FROM scored
+                                                  score_band, scored_at, model_version, reasons,
+                                                  cluster_modality, cohort_alike)
+                 SELECT s.survey_id, s.reference, s.human_score_percent, s.score_band,
+                        s.scored_at, s.model_version, d.reasons, d.cluster_modality,
+                        d.cohort_alike
+                 FROM scored s JOIN desk d ON d.reference = s.reference
                  ON CONFLICT (survey_id, reference) DO UPDATE SET
                      human_score_percent = excluded.human_score_percent,
                      score_band = excluded.score_band,
                      scored_at = excluded.scored_at,
-                     model_version = excluded.model_version",
+                     model_version = excluded.model_version,
+                     reasons = excluded.reasons,
+                     cluster_modality = excluded.cluster_modality,
+                     cohort_alike = excluded.cohort_alike",
             )
             .bind(survey.as_str())
             .bind(
@@ -464,6 +506,24 @@ crate::shared::impl_runs!(PgCatalog, {
                 scores
                     .iter()
                     .map(|s| s.run_id.as_str().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| rows::reasons_json(&s.reasons))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| s.cluster.map(|(modality, _)| i64::from(modality)))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| s.cluster.map(|(_, alike)| i64::from(alike)))
                     .collect::<Vec<_>>(),
             )
             .execute(&mut *tx)
@@ -535,6 +595,8 @@ crate::shared::impl_deletions!(PgCatalog, {
         Ok(())
     }
 });
+
+crate::shared::impl_desk!(PgCatalog);
 
 crate::shared::impl_fleet!(PgCatalog, {
     async fn copy_into(&self, _path: &std::path::Path) -> Result<bool> {

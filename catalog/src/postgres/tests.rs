@@ -9,6 +9,8 @@ fn delta(identifier: &str, reference: Option<&str>, explicit: bool, count: u64) 
         event_count: count,
         first_event_at: count as i64,
         last_event_at: 10 * count as i64,
+        first_received_at: 1_000 + count as i64,
+        last_received_at: 2_000 + count as i64,
     }
 }
 

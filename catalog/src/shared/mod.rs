@@ -10,6 +10,7 @@
 //! | [`Runs`](crate::Runs) | `impl_runs!` | `runs.rs` |
 //! | [`Deletions`](crate::Deletions) | `impl_deletions!` | `deletions.rs` |
 //! | [`Fleet`](crate::Fleet) | `impl_fleet!` | `fleet.rs` |
+//! | [`Desk`](crate::Desk) | `impl_desk!` | `desk.rs` |
 //!
 //! The shared SQL uses PostgreSQL's numbered placeholders (`$1`, `$2`, ...), which sqlx's SQLite
 //! driver binds by number too, and forms both dialects read the same way (`ON CONFLICT ... DO
@@ -30,12 +31,14 @@
 //! they are written with.
 
 mod deletions;
+pub(crate) mod desk;
 mod fleet;
 mod orgs;
 mod runs;
 mod surveys;
 
 pub(crate) use deletions::{erase_session_rows_in, impl_deletions};
+pub(crate) use desk::impl_desk;
 pub(crate) use fleet::impl_fleet;
 pub(crate) use orgs::impl_organizations;
 pub(crate) use runs::impl_runs;

@@ -98,6 +98,17 @@ macro_rules! impl_organizations {
                 rows.iter().map(rows::key_info).collect()
             }
 
+            async fn key_info(&self, prefix: &KeyPrefix) -> Result<Option<KeyInfo>> {
+                let row = sqlx::query(
+                    "SELECT prefix, organization_id, label, scopes, created_at, revoked_at
+                     FROM integration_keys WHERE prefix = $1",
+                )
+                .bind(prefix.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(rows::key_info).transpose()
+            }
+
             async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool> {
                 let done = sqlx::query(
                     "UPDATE integration_keys SET revoked_at = $1 WHERE prefix = $2 AND revoked_at IS NULL",

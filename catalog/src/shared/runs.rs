@@ -199,7 +199,8 @@ macro_rules! impl_runs {
 
             async fn survey_sessions(&self, survey: &SurveyId) -> Result<Vec<SessionIdentity>> {
                 let rows = sqlx::query(
-                    "SELECT identifier, reference, event_count FROM sessions s
+                    "SELECT identifier, reference, event_count, first_received_at, last_received_at
+                     FROM sessions s
                      WHERE survey_id = $1
                        AND NOT EXISTS (SELECT 1 FROM tombstones t
                                        WHERE t.survey_id = s.survey_id AND t.reference = s.reference)",
@@ -216,6 +217,100 @@ macro_rules! impl_runs {
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter().map(rows::scored_reference).collect()
+            }
+
+            async fn unscored_sessions(
+                &self,
+                survey: &SurveyId,
+                run: &RunId,
+            ) -> Result<UnscoredSessions> {
+                // Counts: the index `reference_summaries_live` alone (one entry a reference with
+                // sessions); tombstoned references that got sessions again after their erasure
+                // are few and subtracted.
+                let live = <$backend>::LIVE_REFERENCES;
+                let by_reference = <$backend>::SESSIONS_BY_REFERENCE;
+                let (references, scored, tombstoned, tombstoned_scored, scored_by_run): (
+                    i64,
+                    i64,
+                    i64,
+                    i64,
+                    i64,
+                ) = sqlx::query_as(&format!(
+                    "SELECT
+                        (SELECT count(*) FROM reference_summaries {live}
+                          WHERE survey_id = $1 AND sessions > 0),
+                        (SELECT count(*) FROM reference_summaries {live}
+                          WHERE survey_id = $1 AND sessions > 0 AND scored_at IS NOT NULL),
+                        (SELECT count(*) FROM tombstones t JOIN reference_summaries r
+                            ON r.survey_id = t.survey_id AND r.reference = t.reference
+                          WHERE t.survey_id = $1 AND r.sessions > 0),
+                        (SELECT count(*) FROM tombstones t JOIN reference_summaries r
+                            ON r.survey_id = t.survey_id AND r.reference = t.reference
+                          WHERE t.survey_id = $1 AND r.sessions > 0 AND r.scored_at IS NOT NULL),
+                        (SELECT count(*) FROM session_scores c JOIN reference_summaries r
+                            ON r.survey_id = c.survey_id AND r.reference = c.reference
+                          WHERE c.survey_id = $1 AND c.run_id = $2 AND r.sessions > 0
+                            AND NOT EXISTS (SELECT 1 FROM tombstones t
+                                            WHERE t.survey_id = c.survey_id
+                                              AND t.reference = c.reference))"
+                ))
+                .bind(survey.as_str())
+                .bind(run.as_str())
+                .fetch_one(&self.pool)
+                .await?;
+                let rows = sqlx::query(&format!(
+                    "SELECT s.identifier, s.reference, s.event_count, s.first_received_at,
+                            s.last_received_at
+                     FROM reference_summaries r {live}
+                     JOIN sessions s {by_reference} ON s.survey_id = r.survey_id AND s.reference = r.reference
+                     WHERE r.survey_id = $1 AND r.sessions > 0 AND r.scored_at IS NULL
+                       AND NOT EXISTS (SELECT 1 FROM tombstones t
+                                       WHERE t.survey_id = r.survey_id AND t.reference = r.reference)"
+                ))
+                .bind(survey.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+                let count = |n: i64| u64::try_from(n).unwrap_or(0);
+                Ok(UnscoredSessions {
+                    references: count(references - tombstoned),
+                    scored: count(scored - tombstoned_scored),
+                    scored_by_run: count(scored_by_run),
+                    sessions: rows.iter().map(rows::session_identity).collect::<Result<_>>()?,
+                })
+            }
+
+            async fn reference_sessions(
+                &self,
+                survey: &SurveyId,
+                references: &[String],
+            ) -> Result<Vec<SessionIdentity>> {
+                if references.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let in_list_2 = <$backend>::IN_LIST_2;
+                let by_reference = <$backend>::SESSIONS_BY_REFERENCE;
+                let rows = sqlx::query(&format!(
+                    "SELECT identifier, reference, event_count, first_received_at, last_received_at
+                     FROM sessions s {by_reference}
+                     WHERE survey_id = $1 AND reference {in_list_2}
+                       AND NOT EXISTS (SELECT 1 FROM tombstones t
+                                       WHERE t.survey_id = s.survey_id AND t.reference = s.reference)"
+                ))
+                .bind(survey.as_str())
+                .bind(<$backend>::bound_list(references))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::session_identity).collect()
+            }
+
+            async fn run_references(&self, survey: &SurveyId, run: &RunId) -> Result<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT reference FROM session_scores WHERE survey_id = $1 AND run_id = $2",
+                )
+                .bind(survey.as_str())
+                .bind(run.as_str())
+                .fetch_all(&self.pool)
+                .await?)
             }
 
             async fn cohort_bins(&self, survey: &SurveyId) -> Result<Vec<CohortBin>> {

@@ -92,6 +92,19 @@ impl SqliteCatalog {
     /// Row locks for claims: none, SQLite has one writer at a time.
     const SKIP_LOCKED: &str = "";
 
+    /// A score's bin of the desk's histogram (5 points wide; 100 is in the last).
+    const SCORE_BIN: &str = "min(CAST(human_score_percent / 5 AS INTEGER), 19)";
+    /// Index hint for the desk's reads in score order.
+    const BY_SCORE: &str = "INDEXED BY reference_summaries_by_score";
+
+    /// Index hints for the shared SQL of a run's plan: SQLite's planner, without statistics,
+    /// would take a primary key's `survey_id` prefix and read the whole survey.
+    const LIVE_REFERENCES: &str = "INDEXED BY reference_summaries_live";
+    const SESSIONS_BY_REFERENCE: &str = "INDEXED BY sessions_by_reference";
+
+    /// `IN` a list bound as parameter 2, as [`IN_LIST_3`] for parameter 3.
+    const IN_LIST_2: &str = "IN (SELECT value FROM json_each($2))";
+
     /// `identifier IN` a list bound as parameter 3, for the shared SQL: a JSON array expanded with
     /// `json_each` (see [`bound_list`]).
     const IN_LIST_3: &str = "IN (SELECT value FROM json_each($3))";
@@ -190,11 +203,11 @@ crate::shared::impl_surveys!(SqliteCatalog, {
             .map(|delta| (delta.survey_id.as_str(), delta.identifier.as_str()))
             .collect();
         let mut touched = Self::references_of(&mut tx, &keys).await?;
-        for chunk in deltas.chunks(MAX_ROWS_PER_STATEMENT / 7) {
+        for chunk in deltas.chunks(MAX_ROWS_PER_STATEMENT / 9) {
             let mut insert = QueryBuilder::new(
                 "INSERT INTO sessions
                      (survey_id, identifier, reference, reference_explicit, event_count,
-                      first_event_at, last_event_at) ",
+                      first_event_at, last_event_at, first_received_at, last_received_at) ",
             );
             insert.push_values(chunk, |mut row, delta| {
                 row.push_bind(delta.survey_id.as_str())
@@ -203,7 +216,9 @@ crate::shared::impl_surveys!(SqliteCatalog, {
                     .push_bind(delta.reference_explicit)
                     .push_bind(to_i64(delta.event_count))
                     .push_bind(delta.first_event_at)
-                    .push_bind(delta.last_event_at);
+                    .push_bind(delta.last_event_at)
+                    .push_bind(delta.first_received_at)
+                    .push_bind(delta.last_received_at);
             });
             insert.push(
                 " ON CONFLICT (survey_id, identifier) DO UPDATE SET
@@ -216,7 +231,13 @@ crate::shared::impl_surveys!(SqliteCatalog, {
                      first_event_at = min(coalesce(sessions.first_event_at, excluded.first_event_at),
                                           excluded.first_event_at),
                      last_event_at = max(coalesce(sessions.last_event_at, excluded.last_event_at),
-                                         excluded.last_event_at)",
+                                         excluded.last_event_at),
+                     first_received_at = min(coalesce(sessions.first_received_at,
+                                                      excluded.first_received_at),
+                                             excluded.first_received_at),
+                     last_received_at = max(coalesce(sessions.last_received_at,
+                                                     excluded.last_received_at),
+                                            excluded.last_received_at)",
             );
             insert.build().execute(&mut *tx).await?;
         }
@@ -357,7 +378,7 @@ crate::shared::impl_runs!(SqliteCatalog, {
         if owned.is_none() {
             return Ok(false);
         }
-        for chunk in scores.chunks(MAX_ROWS_PER_STATEMENT / 7) {
+        for chunk in scores.chunks(MAX_ROWS_PER_STATEMENT / 9) {
             let mut insert = QueryBuilder::new(
                 "INSERT INTO session_scores (survey_id, reference, human_score_percent, score_band,
                                              scored_at, model_version, run_id) ",
@@ -382,7 +403,8 @@ crate::shared::impl_runs!(SqliteCatalog, {
             insert.build().execute(&mut *tx).await?;
             let mut summaries = QueryBuilder::new(
                 "INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
-                                                  score_band, scored_at, model_version) ",
+                                                  score_band, scored_at, model_version, reasons,
+                                                  cluster_modality, cohort_alike) ",
             );
             summaries.push_values(chunk, |mut row, score| {
                 row.push_bind(survey.as_str())
@@ -390,14 +412,20 @@ crate::shared::impl_runs!(SqliteCatalog, {
                     .push_bind(score.human_score_percent)
                     .push_bind(&score.score_band)
                     .push_bind(score.scored_at)
-                    .push_bind(&score.model_version);
+                    .push_bind(&score.model_version)
+                    .push_bind(rows::reasons_json(&score.reasons))
+                    .push_bind(score.cluster.map(|(modality, _)| i64::from(modality)))
+                    .push_bind(score.cluster.map(|(_, alike)| i64::from(alike)));
             });
             summaries.push(
                 " ON CONFLICT (survey_id, reference) DO UPDATE SET
                      human_score_percent = excluded.human_score_percent,
                      score_band = excluded.score_band,
                      scored_at = excluded.scored_at,
-                     model_version = excluded.model_version",
+                     model_version = excluded.model_version,
+                     reasons = excluded.reasons,
+                     cluster_modality = excluded.cluster_modality,
+                     cohort_alike = excluded.cohort_alike",
             );
             summaries.build().execute(&mut *tx).await?;
         }
@@ -477,6 +505,8 @@ crate::shared::impl_deletions!(SqliteCatalog, {
         Ok(())
     }
 });
+
+crate::shared::impl_desk!(SqliteCatalog);
 
 crate::shared::impl_fleet!(SqliteCatalog, {
     async fn copy_into(&self, path: &std::path::Path) -> Result<bool> {

@@ -49,6 +49,9 @@ PYTHON_NAMES = {
     "ScoringFailureView": "ScoringFailure",
     "ScoringRunView": "ScoringRun",
     "SessionDeletionView": "SessionDeletion",
+    "DeskSessionView": "DeskSession",
+    "DeskSessionsEnvelope": "SessionsPage",
+    "EvidenceLink": "Link",
 }
 
 # Schemas whose `status` enum has one value that is not final: they get a `finished` property
@@ -103,9 +106,10 @@ class Unsupported(Exception):
 
 
 def snake(name: str) -> str:
-    """`collectorApiUrl` -> `collector_api_url`; a Python keyword gets a trailing underscore."""
+    """`collectorApiUrl` -> `collector_api_url`, `human-like` -> `human_like`; a Python keyword
+    gets a trailing underscore."""
     out = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
-    out = re.sub(r"(?<=[A-Z])([A-Z][a-z])", r"_\1", out).lower()
+    out = re.sub(r"(?<=[A-Z])([A-Z][a-z])", r"_\1", out).lower().replace("-", "_")
     if not out.isidentifier():
         raise Unsupported(f"property {name!r} makes no Python name")
     return out + "_" if keyword.iskeyword(out) else out

@@ -55,6 +55,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/integrations/v1/surveys/{surveyId}/desk-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A short-lived signed link to the survey's desk page, for a person to open in a browser.
+         *     It stops working when it expires or when the key that asked for it is revoked.
+         */
+        post: operations["createDeskLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/integrations/v1/surveys/{surveyId}/scoring-runs": {
         parameters: {
             query?: never;
@@ -204,6 +224,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/integrations/v1/surveys/{surveyId}/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The survey at a glance: the latest run, counts per band, a histogram of scores, sessions
+         *     not scored yet, and the clusters the runs named.
+         */
+        get: operations["getSurveySummary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/v1/surveys/{surveyId}/summary/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The survey's scored sessions in score order (lowest first unless `order=desc`), a page at
+         *     a time, with their reasons and cluster.
+         */
+        get: operations["listSurveySessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/v1/surveys/{surveyId}/summary/sessions.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every session the filters select as CSV: reference, human_score_percent, score_band,
+         *     reasons (joined by ` | `), cluster, event_count, first_event_at, last_event_at.
+         */
+        get: operations["exportSurveySessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -302,6 +382,15 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description Scored sessions per band. */
+        BandCounts: {
+            /** Format: int64 */
+            "automation-like": number;
+            /** Format: int64 */
+            "human-like": number;
+            /** Format: int64 */
+            review: number;
+        };
         /** @description What one store answered a readiness check. */
         Checks: {
             /** @description `ok`, or why the catalog (SQLite or PostgreSQL) is not usable. */
@@ -309,12 +398,84 @@ export interface components {
             /** @description `ok`, or why the lake's object store (folder or S3) is not usable. */
             lake: string;
         };
+        /**
+         * @description A group of sessions the runs found alike: the same modality and measured features, each
+         *     within 3 percentile points of another member's.
+         */
+        ClusterView: {
+            features: components["schemas"]["SharedFeatureView"][];
+            /** @description Names the cluster in `cluster` filters and in the list's `cluster` column. */
+            id: string;
+            /** @description The members' references, sorted. */
+            members: string[];
+            /** @description `pointing`, `typing` or `touch`. */
+            modality: string;
+            /** Format: int64 */
+            size: number;
+            /**
+             * Format: double
+             * @description The largest difference between two members on any feature, percentile points.
+             */
+            widestPercentile: number;
+        };
         /** @description a batch of events of one browser session (at most 1 MiB); each event is any JSON value, the embed's are objects with `type`, `timestamp` (Unix ms) and `data` */
         CollectorBatch: {
             events: unknown[];
         };
         ContextEnvelope: {
             data: components["schemas"]["IntegrationContext"];
+        };
+        /** @description The latest run of a survey, as the desk shows it. */
+        DeskRunView: {
+            /** Format: date-time */
+            completedAt?: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: int64 */
+            failed: number;
+            id: string;
+            /** Format: int64 */
+            scored: number;
+            /** Format: int64 */
+            skipped: number;
+            /**
+             * @description `running`, `completed`, `failed` or `canceled`.
+             * @enum {string}
+             */
+            status: "running" | "completed" | "failed" | "canceled";
+            /** Format: int64 */
+            total: number;
+        };
+        /** @description One scored session as the desk lists it. */
+        DeskSessionView: {
+            /** @description The cluster it is a member of (a summary cluster's `id`), if any. */
+            cluster?: string | null;
+            /** Format: int64 */
+            eventCount: number;
+            /** Format: date-time */
+            firstEventAt?: string | null;
+            /** Format: double */
+            humanScorePercent: number;
+            /** Format: date-time */
+            lastEventAt?: string | null;
+            modelVersion: string;
+            /** @description Why, most important first. */
+            reasons: string[];
+            /** Format: uuid */
+            reference: string;
+            /**
+             * @description `automation-like`, `review` or `human-like`.
+             * @enum {string}
+             */
+            scoreBand: "automation-like" | "review" | "human-like";
+            /** Format: date-time */
+            scoredAt: string;
+        };
+        /** @description A page of the list. */
+        DeskSessionsEnvelope: {
+            data: components["schemas"]["DeskSessionView"][];
+            /** @description Pass as `after` for the next page; absent on the last page. */
+            next?: string | null;
         };
         /** @description The environment the embed reported, and the tells the model reads from it. */
         EnvironmentTells: {
@@ -380,6 +541,18 @@ export interface components {
         Health: {
             /** @description `ok` when healthy. */
             status: string;
+        };
+        /**
+         * @description One bin of the histogram of scores: sessions with `from <= score < to` (the last bin
+         *     includes 100).
+         */
+        HistogramBin: {
+            /** Format: double */
+            from: number;
+            /** Format: int64 */
+            sessions: number;
+            /** Format: double */
+            to: number;
         };
         /** @description Ingestion result (the collector's bare response body). */
         IngestionResult: {
@@ -617,6 +790,17 @@ export interface components {
             score?: null | components["schemas"]["LatestScore"];
             timeline: components["schemas"]["Timeline"];
         };
+        /**
+         * @description A feature a cluster's members share: their median percentile among people and how far
+         *     apart they are on it (largest minus smallest, percentile points).
+         */
+        SharedFeatureView: {
+            /** Format: double */
+            medianPercentile: number;
+            name: string;
+            /** Format: double */
+            rangePercentile: number;
+        };
         Size: {
             /** Format: double */
             height: number;
@@ -650,6 +834,29 @@ export interface components {
              * @description Moves recorded in the stroke, before simplification.
              */
             recorded: number;
+        };
+        /** @description A survey at a glance. */
+        SurveySummary: {
+            bands: components["schemas"]["BandCounts"];
+            /** @description Largest first. */
+            clusters: components["schemas"]["ClusterView"][];
+            /** @description 20 bins of 5 points. */
+            histogram: components["schemas"]["HistogramBin"][];
+            latestRun?: null | components["schemas"]["DeskRunView"];
+            /**
+             * Format: int64
+             * @description Sessions with a score (each its latest), per band below.
+             */
+            scored: number;
+            surveyId: string;
+            /**
+             * Format: int64
+             * @description Sessions captured with a reference and not scored yet.
+             */
+            unscored: number;
+        };
+        SurveySummaryEnvelope: {
+            data: components["schemas"]["SurveySummary"];
         };
         TextChange: {
             /**
@@ -952,6 +1159,118 @@ export interface operations {
             /** @description survey could not be provisioned */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createDeskLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 24 hexadecimal characters */
+                surveyId: string;
+            };
+            cookie?: never;
+        };
+        /** @description optional; `{}` or no body for 900 s */
+        requestBody?: {
+            content: {
+                "application/json": null | components["schemas"]["LinkRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvidenceLinkEnvelope"];
+                };
+            };
+            /** @description expiresInSeconds outside 1 to 3600 */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description key lacks sessions:read */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description survey missing or another organization's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body did not arrive within the body timeout */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body's Content-Type is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1652,6 +1971,259 @@ export interface operations {
             };
             /** @description the body's Content-Type is not JSON */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    getSurveySummary: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 24 hexadecimal characters */
+                surveyId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SurveySummaryEnvelope"];
+                };
+            };
+            401: {
+                headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description key lacks sessions:read */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description survey missing or another organization's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listSurveySessions: {
+        parameters: {
+            query?: {
+                /** @description Only this band: `automation-like`, `review` or `human-like`. */
+                band?: "automation-like" | "review" | "human-like";
+                /** @description Only this cluster's members (a summary cluster's `id`). */
+                cluster?: string;
+                /** @description `asc` (lowest score first, the default) or `desc`. */
+                order?: "asc" | "desc";
+                /** @description The `next` of the previous page. */
+                after?: string;
+                /** @description Rows a page: 1 to 1000; 100 when absent. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description 24 hexadecimal characters */
+                surveyId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeskSessionsEnvelope"];
+                };
+            };
+            /** @description a filter, order, cursor or limit not understood */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description key lacks sessions:read */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description survey missing or another organization's, or no such cluster */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the catalog is unavailable (a database restart); retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    exportSurveySessions: {
+        parameters: {
+            query?: {
+                /** @description Only this band: `automation-like`, `review` or `human-like`. */
+                band?: "automation-like" | "review" | "human-like";
+                /** @description Only this cluster's members (a summary cluster's `id`). */
+                cluster?: string;
+                /** @description `asc` (lowest score first, the default) or `desc`. */
+                order?: "asc" | "desc";
+                /** @description The `next` of the previous page. */
+                after?: string;
+                /** @description Rows a page: 1 to 1000; 100 when absent. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description 24 hexadecimal characters */
+                surveyId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+            /** @description a filter or order not understood, or a page asked for */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    /** @description the scheme the request must use: `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description key lacks sessions:read */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description survey missing or another organization's, or no such cluster */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

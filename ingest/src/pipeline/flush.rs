@@ -351,7 +351,11 @@ pub(super) fn session_deltas(records: &[Arc<WalRecord>]) -> Vec<SessionDelta> {
                 event_count: 0,
                 first_event_at: i64::MAX,
                 last_event_at: i64::MIN,
+                first_received_at: record.received_at,
+                last_received_at: record.received_at,
             });
+        delta.first_received_at = delta.first_received_at.min(record.received_at);
+        delta.last_received_at = delta.last_received_at.max(record.received_at);
         for event in events {
             let time = event_row::plausible_time(event.event_time, record.received_at);
             delta.event_count += 1;

@@ -34,9 +34,9 @@ use crate::features::Features;
 use crate::model::{HumanRange, Model};
 
 /// Percentiles are kept in 1/10,000ths (a percentile point is 100).
-const UNITS: u16 = 10_000;
+pub(crate) const UNITS: u16 = 10_000;
 /// [`RADIUS`] in those units.
-const RADIUS_UNITS: u16 = 300;
+pub(crate) const RADIUS_UNITS: u16 = 300;
 /// The features of a place's mask its cell spans (at most: a touch place may measure three).
 pub const CELL_AXES: usize = 4;
 /// Cells per feature: `0..CELLS` cover 0-10,000 in cells of [`RADIUS_UNITS`].

@@ -10,7 +10,7 @@ use lake::TableKind;
 use parking_lot::Mutex;
 use rayon::prelude::*;
 
-use super::plan::{PlannedSession, passes_of};
+use super::plan::{EventsFile, PlannedSession, pass_files, passes_of, rescored};
 use super::{RunError, Scorer, Stop};
 use crate::cohort::survey::{self, Cohort, Entrant, Placer};
 use crate::cohort::{self, Standing};
@@ -31,7 +31,7 @@ impl Scorer {
         if run.cancel_requested_at.is_some() {
             return Err(Stop::Canceled);
         }
-        self.remove_unpublished(run).await?;
+        let credited = self.remove_unpublished(run).await?;
         let mut phases = Phases::default();
         let started = std::time::Instant::now();
         if let Some(flusher) = &self.flusher {
@@ -59,14 +59,18 @@ impl Scorer {
             return Ok(());
         }
 
-        let files: Vec<String> = self
+        let files: Vec<EventsFile> = self
             .lake
             .table(TableKind::Events)
             .live_files(Some(run.survey_id.as_str()))
             .await?
             .into_iter()
-            .map(|file| file.path)
+            .map(|file| EventsFile {
+                path: file.path,
+                received: file.received,
+            })
             .collect();
+        phases.files_live = files.len();
         // Names this attempt's files apart from a crashed attempt's leftovers.
         let attempt = &catalog::ids::random_hex24()[..6];
         // A step's publishing (encoding, uploads, Delta commits, the catalog's upsert: mostly
@@ -96,12 +100,21 @@ impl Scorer {
                 .await?;
         }
         // Sessions scored by earlier runs whose cluster grew with this run's sessions: scored
-        // again, from their events, and counted as scored rather than skipped.
-        let again: Vec<PlannedSession> = std::mem::take(&mut *passes.rescore)
+        // again, from their events, and counted as scored rather than skipped. (Those an
+        // earlier attempt of this run scored are counted as done already.)
+        let again_references: Vec<String> = std::mem::take(&mut *passes.rescore)
             .into_iter()
-            .filter(|reference| !passes.cohort.in_run(reference))
-            .filter_map(|reference| plan.skipped_sessions.get(&reference).cloned())
+            .filter(|reference| !passes.cohort.in_run(reference) && !credited.contains(reference))
             .collect();
+        let again = if again_references.is_empty() {
+            Vec::new()
+        } else {
+            rescored(
+                self.catalog
+                    .reference_sessions(&run.survey_id, &again_references)
+                    .await?,
+            )
+        };
         if !again.is_empty() {
             {
                 let mut p = progress.lock();
@@ -123,6 +136,8 @@ impl Scorer {
             rescored = again.len(),
             flush_ms = phases.flush.as_millis() as u64,
             plan_ms = phases.plan.as_millis() as u64,
+            files_live = phases.files_live,
+            files_scanned = phases.files_scanned,
             scan_ms = phases.scan.as_millis() as u64,
             features_ms = phases.features.as_millis() as u64,
             publish_ms = phases.publish.as_millis() as u64,
@@ -148,16 +163,20 @@ impl Scorer {
                 session_of_identifier.insert(identifier.clone(), index as u32);
             }
         }
-        // Rows of sessions outside the pass are dropped while routing. A `session_id IN`
-        // filter in the scan would only pay off where row-group statistics can prune, that
-        // is on files sorted by session across the survey (compaction); flush files each
-        // hold a slice of time of every session, so the scan reads them whole.
+        // Only the files whose `received_at` range meets the pass's sessions' (a run of new
+        // sessions reads the files written since they arrived). Rows of sessions outside the
+        // pass are dropped while routing. A `session_id IN` filter in the scan would only pay
+        // off where row-group statistics can prune, that is on files sorted by session across
+        // the survey (compaction); flush files each hold a slice of time of every session, so
+        // the scan reads them whole.
+        let files = pass_files(passes.files, pass);
+        phases.files_scanned += files.len();
         let target = ScanTarget {
             session_of_identifier: Arc::new(session_of_identifier),
             sessions: pass.len(),
         };
         let scan = async {
-            scan_traces(&self.query, passes.files, &target)
+            scan_traces(&self.query, &files, &target)
                 .await
                 .map_err(Stop::from)
         };
@@ -346,12 +365,16 @@ async fn score_sessions(
             .into_par_iter()
             .map(|featured| {
                 let (reference, features, standing, places) = featured?;
+                let cluster = standing
+                    .filter(Standing::clustered)
+                    .map(|s| (s.modality as u8, s.alike));
                 let score = cohort::adjust(&model, model.score(&features), standing);
                 Ok(ScoredSession {
                     reference,
                     features,
                     score,
                     cohort: places,
+                    cluster,
                 })
             })
             .collect()
@@ -398,7 +421,7 @@ fn features_of(
 /// What a run's passes share: the survey's files, the steps' numbering, the cohort and the
 /// stored sessions to score again.
 struct Passes<'a> {
-    files: &'a [String],
+    files: &'a [EventsFile],
     sequence: usize,
     cohort: &'a mut Cohort,
     rescore: &'a mut BTreeSet<String>,
@@ -433,6 +456,9 @@ pub(super) struct Phases {
     pub(super) publish: Duration,
     /// The catalog's fenced upsert of the scores (part of `publish`).
     pub(super) record: Duration,
+    /// `events` files scanned, summed over passes, and the survey's live ones.
+    files_scanned: usize,
+    files_live: usize,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use catalog::{NewScore, RunId, RunProgress, ScoredReference, ScoringRun};
+use catalog::{NewScore, RunId, RunProgress, ScoringRun};
 use lake::{NewFile, TableKind, tables};
 use parking_lot::Mutex;
 
@@ -18,11 +18,18 @@ impl Scorer {
     /// sessions the catalog does not credit to this run are removed from the tables, and
     /// uploads no commit names are deleted. Lookup and the lake then agree on what the run
     /// published. That attempt has lost the run, and could no longer record anything.
-    pub(super) async fn remove_unpublished(&self, run: &ScoringRun) -> Result<(), Stop> {
-        let credited = credited_to(
-            self.catalog.scored_references(&run.survey_id).await?,
-            &run.id,
-        );
+    ///
+    /// Returns the references whose latest score the run wrote (an earlier attempt's).
+    pub(super) async fn remove_unpublished(
+        &self,
+        run: &ScoringRun,
+    ) -> Result<HashSet<String>, Stop> {
+        let credited: HashSet<String> = self
+            .catalog
+            .run_references(&run.survey_id, &run.id)
+            .await?
+            .into_iter()
+            .collect();
         for kind in [TableKind::Features, TableKind::Scores] {
             let table = self.lake.table(kind);
             let ours = tables::results_run_prefix(kind, run.survey_id.as_str(), run.id.as_str());
@@ -74,7 +81,7 @@ impl Scorer {
                 tracing::info!(path, "removed an unpublished scoring file");
             }
         }
-        Ok(())
+        Ok(credited)
     }
 
     /// Writes one step's results to the lake and records them in the catalog, then moves the
@@ -183,14 +190,6 @@ impl Scorer {
 }
 
 /// The references the catalog credits to `run`: those whose latest score it recorded.
-fn credited_to(scored: Vec<ScoredReference>, run: &RunId) -> HashSet<String> {
-    scored
-        .into_iter()
-        .filter(|scored| scored.run_id == run.as_str())
-        .map(|scored| scored.reference)
-        .collect()
-}
-
 /// The lake file of one step's rows of `kind`, `size` bytes long.
 fn step_file(
     kind: TableKind,
@@ -228,6 +227,13 @@ fn score_records(
             model_version: model_version.to_owned(),
             run_id: run.clone(),
             cohort: session.cohort.clone(),
+            reasons: session
+                .score
+                .reasons
+                .iter()
+                .map(|reason| reason.describe())
+                .collect(),
+            cluster: session.cluster,
         })
         .collect()
 }

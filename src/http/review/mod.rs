@@ -35,10 +35,11 @@ pub const MIN_SECRET_BYTES: usize = 32;
 
 const PAGE: &str = include_str!("review.html");
 const SCRIPT: &str = include_str!("review.js");
+const PATHS: &str = include_str!("paths.js");
 const STYLE: &str = include_str!("review.css");
 
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+     connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'";
 
 /// The secret review links are signed with.
 #[derive(Clone)]
@@ -88,11 +89,38 @@ impl ReviewSecret {
     }
 
     fn mac(&self, survey: &str, reference: &str, expires: u64) -> Hmac<Sha256> {
+        self.mac_of(&format!(
+            "telltale-review-v1\n{survey}\n{reference}\n{expires}"
+        ))
+    }
+
+    fn mac_of(&self, message: &str) -> Hmac<Sha256> {
         // A key of any length is accepted by HMAC.
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
             .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(format!("telltale-review-v1\n{survey}\n{reference}\n{expires}").as_bytes());
+        mac.update(message.as_bytes());
         mac
+    }
+
+    /// A survey desk link's message: its own tag, so that no review link's signature is ever
+    /// a desk link's.
+    fn desk_mac(&self, survey: &str, key: &str, expires: u64) -> Hmac<Sha256> {
+        self.mac_of(&format!("telltale-desk-v1\n{survey}\n{key}\n{expires}"))
+    }
+
+    /// A desk link's signature of the survey, the key prefix that asked and the expiry.
+    pub fn sign_desk(&self, survey: &str, key: &str, expires: u64) -> String {
+        hex::encode(self.desk_mac(survey, key, expires).finalize().into_bytes())
+    }
+
+    /// Whether `signature` signs exactly this desk link (constant time).
+    pub fn verify_desk(&self, survey: &str, key: &str, expires: u64, signature: &str) -> bool {
+        let Ok(bytes) = hex::decode(signature) else {
+            return false;
+        };
+        self.desk_mac(survey, key, expires)
+            .verify_slice(&bytes)
+            .is_ok()
     }
 
     /// The link's signature, lower-case hex.
@@ -118,6 +146,7 @@ pub fn routes() -> Router<AppState> {
             post(create_link),
         )
         .route("/review/assets/review.js", get(script))
+        .route("/review/assets/paths.js", get(paths))
         .route("/review/assets/review.css", get(style))
         .route("/review/{surveyId}/{reference}", get(page))
         .route(
@@ -199,22 +228,27 @@ pub async fn create_link(
         state.public_url,
         survey.as_str()
     );
-    let expires_ms = i64::try_from(expires.saturating_mul(1000)).unwrap_or(i64::MAX);
     Ok((
         StatusCode::CREATED,
         Json(EvidenceLinkEnvelope {
             data: EvidenceLink {
                 url,
-                expires_at: iso8601(expires_ms),
+                expires_at: iso8601(secs_to_millis(expires)),
             },
         }),
     ))
 }
 
-fn now_secs() -> u64 {
+/// Seconds since the Unix epoch, now.
+pub fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
+}
+
+/// Unix seconds as Unix milliseconds, saturated.
+pub fn secs_to_millis(secs: u64) -> i64 {
+    i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
 }
 
 /// The query of a signed link.
@@ -275,6 +309,11 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+/// The path drawing the review page and the survey desk share.
+async fn paths() -> Response {
+    asset("text/javascript; charset=utf-8", PATHS)
 }
 
 async fn style() -> Response {

@@ -90,54 +90,16 @@
     return Number.isInteger(value) ? String(value) : value.toFixed(Math.abs(value) < 10 ? 3 : 1);
   }
 
-  // Speed as colour: blue (slow) to red (fast), px/ms on a log scale.
-  function speedColour(speed) {
-    const share = Math.max(0, Math.min(1, Math.log10(1 + speed * 4) / Math.log10(17)));
-    return "hsl(" + Math.round(220 - 220 * share) + " 80% 45%)";
-  }
-
-  function viewport() {
-    const t = state.evidence.timeline;
-    if (t.viewport) return t.viewport;
-    // No viewport reported: the extent of what was drawn.
-    let width = 1, height = 1;
-    for (const stroke of t.pointer) for (const p of stroke.points) { width = Math.max(width, p[1]); height = Math.max(height, p[2]); }
-    return { width: width + 20, height: height + 20 };
-  }
-
   function draw() {
     const canvas = $("path");
-    const size = viewport();
+    const timeline = state.evidence.timeline;
+    const size = window.telltalePaths.viewport(timeline);
     const scale = Math.min(2, 1280 / size.width);
     canvas.width = Math.round(size.width * scale);
     canvas.height = Math.round(size.height * scale);
     const ctx = canvas.getContext("2d");
     ctx.clearRect(0, 0, canvas.width, canvas.height);
-    ctx.lineWidth = 2;
-    ctx.lineCap = "round";
-    const timeline = state.evidence.timeline;
-    for (const stroke of timeline.pointer) {
-      const points = stroke.points;
-      for (let i = 1; i < points.length && points[i][0] <= state.now; i++) {
-        const [t0, x0, y0] = points[i - 1];
-        const [t1, x1, y1] = points[i];
-        ctx.strokeStyle = speedColour(Math.hypot(x1 - x0, y1 - y0) / Math.max(1, t1 - t0));
-        ctx.setLineDash(stroke.pointerType === "touch" ? [4, 3] : []);
-        ctx.beginPath();
-        ctx.moveTo(x0 * scale, y0 * scale);
-        ctx.lineTo(x1 * scale, y1 * scale);
-        ctx.stroke();
-      }
-    }
-    ctx.setLineDash([]);
-    for (const press of timeline.presses) {
-      if (press.t > state.now || press.x === null || press.y === null) continue;
-      if (press.kind !== "down" && press.kind !== "touchstart") continue;
-      ctx.strokeStyle = press.trusted === false ? "#c22" : "#555";
-      ctx.beginPath();
-      ctx.arc(press.x * scale, press.y * scale, 6, 0, 2 * Math.PI);
-      ctx.stroke();
-    }
+    window.telltalePaths.draw(ctx, timeline, scale, state.now, 2, 6);
     const at = position(state.now);
     if (at) {
       ctx.fillStyle = "#111";

@@ -33,6 +33,23 @@ def _optional(convert: Any, value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class BandCounts:
+    """Scored sessions per band."""
+
+    automation_like: int
+    review: int
+    human_like: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BandCounts:
+        return cls(
+            automation_like=int(data["automation-like"]),
+            review=int(data["review"]),
+            human_like=int(data["human-like"]),
+        )
+
+
+@dataclass(frozen=True)
 class Checks:
     """What one store answered a readiness check."""
 
@@ -46,6 +63,34 @@ class Checks:
         return cls(
             catalog=data["catalog"],
             lake=data["lake"],
+        )
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """A group of sessions the runs found alike: the same modality and measured features, each
+    within 3 percentile points of another member's."""
+
+    # Names the cluster in `cluster` filters and in the list's `cluster` column.
+    id: str
+    # `pointing`, `typing` or `touch`.
+    modality: str
+    size: int
+    # The members' references, sorted.
+    members: Tuple[str, ...]
+    features: Tuple[SharedFeatureView, ...]
+    # The largest difference between two members on any feature, percentile points.
+    widest_percentile: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterView:
+        return cls(
+            id=data["id"],
+            modality=data["modality"],
+            size=int(data["size"]),
+            members=tuple(data["members"]),
+            features=tuple(SharedFeatureView.from_json(item) for item in data["features"]),
+            widest_percentile=float(data["widestPercentile"]),
         )
 
 
@@ -73,6 +118,84 @@ class ContextEnvelope:
     def from_json(cls, data: Mapping[str, Any]) -> ContextEnvelope:
         return cls(
             data=IntegrationContext.from_json(data["data"]),
+        )
+
+
+@dataclass(frozen=True)
+class DeskRunView:
+    """The latest run of a survey, as the desk shows it."""
+
+    id: str
+    # One of "running", "completed", "failed", "canceled".
+    status: str
+    total: int
+    scored: int
+    skipped: int
+    failed: int
+    created_at: datetime
+    completed_at: Optional[datetime] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeskRunView:
+        return cls(
+            id=data["id"],
+            status=data["status"],
+            total=int(data["total"]),
+            scored=int(data["scored"]),
+            skipped=int(data["skipped"]),
+            failed=int(data["failed"]),
+            created_at=_required_time(data.get("createdAt"), "createdAt"),
+            completed_at=_time(data.get("completedAt")),
+        )
+
+
+@dataclass(frozen=True)
+class DeskSession:
+    """One scored session as the desk lists it. (`DeskSessionView` in the document.)"""
+
+    reference: str
+    human_score_percent: float
+    # One of "automation-like", "review", "human-like".
+    score_band: str
+    # Why, most important first.
+    reasons: Tuple[str, ...]
+    event_count: int
+    scored_at: datetime
+    model_version: str
+    # The cluster it is a member of (a summary cluster's `id`), if any.
+    cluster: Optional[str] = None
+    first_event_at: Optional[datetime] = None
+    last_event_at: Optional[datetime] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeskSession:
+        return cls(
+            reference=data["reference"],
+            human_score_percent=float(data["humanScorePercent"]),
+            score_band=data["scoreBand"],
+            reasons=tuple(data["reasons"]),
+            event_count=int(data["eventCount"]),
+            scored_at=_required_time(data.get("scoredAt"), "scoredAt"),
+            model_version=data["modelVersion"],
+            cluster=data.get("cluster"),
+            first_event_at=_time(data.get("firstEventAt")),
+            last_event_at=_time(data.get("lastEventAt")),
+        )
+
+
+@dataclass(frozen=True)
+class SessionsPage:
+    """A page of the list. (`DeskSessionsEnvelope` in the document.)"""
+
+    data: Tuple[DeskSession, ...]
+    # Pass as `after` for the next page; absent on the last page.
+    next: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SessionsPage:
+        return cls(
+            data=tuple(DeskSession.from_json(item) for item in data["data"]),
+            next=data.get("next"),
         )
 
 
@@ -132,15 +255,15 @@ class EvidenceEnvelope:
 
 
 @dataclass(frozen=True)
-class EvidenceLink:
-    """The document's `EvidenceLink`."""
+class Link:
+    """The document's `EvidenceLink`. (`EvidenceLink` in the document.)"""
 
     # The review page of the session: open it in a browser; it needs no key.
     url: str
     expires_at: datetime
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> EvidenceLink:
+    def from_json(cls, data: Mapping[str, Any]) -> Link:
         return cls(
             url=data["url"],
             expires_at=_required_time(data.get("expiresAt"), "expiresAt"),
@@ -151,12 +274,12 @@ class EvidenceLink:
 class EvidenceLinkEnvelope:
     """The document's `EvidenceLinkEnvelope`."""
 
-    data: EvidenceLink
+    data: Link
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EvidenceLinkEnvelope:
         return cls(
-            data=EvidenceLink.from_json(data["data"]),
+            data=Link.from_json(data["data"]),
         )
 
 
@@ -213,6 +336,24 @@ class Health:
     def from_json(cls, data: Mapping[str, Any]) -> Health:
         return cls(
             status=data["status"],
+        )
+
+
+@dataclass(frozen=True)
+class HistogramBin:
+    """One bin of the histogram of scores: sessions with `from <= score < to` (the last bin
+    includes 100)."""
+
+    from_: float
+    to: float
+    sessions: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HistogramBin:
+        return cls(
+            from_=float(data["from"]),
+            to=float(data["to"]),
+            sessions=int(data["sessions"]),
         )
 
 
@@ -685,6 +826,24 @@ class SessionEvidence:
 
 
 @dataclass(frozen=True)
+class SharedFeatureView:
+    """A feature a cluster's members share: their median percentile among people and how far apart
+    they are on it (largest minus smallest, percentile points)."""
+
+    name: str
+    median_percentile: float
+    range_percentile: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SharedFeatureView:
+        return cls(
+            name=data["name"],
+            median_percentile=float(data["medianPercentile"]),
+            range_percentile=float(data["rangePercentile"]),
+        )
+
+
+@dataclass(frozen=True)
 class Size:
     """The document's `Size`."""
 
@@ -753,6 +912,49 @@ class Stroke:
 
 
 @dataclass(frozen=True)
+class SurveySummary:
+    """A survey at a glance."""
+
+    survey_id: str
+    # Sessions with a score (each its latest), per band below.
+    scored: int
+    # Sessions captured with a reference and not scored yet.
+    unscored: int
+    bands: BandCounts
+    # 20 bins of 5 points.
+    histogram: Tuple[HistogramBin, ...]
+    # Largest first.
+    clusters: Tuple[ClusterView, ...]
+    # The most recently started run; absent before the first.
+    latest_run: Optional[DeskRunView] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SurveySummary:
+        return cls(
+            survey_id=data["surveyId"],
+            scored=int(data["scored"]),
+            unscored=int(data["unscored"]),
+            bands=BandCounts.from_json(data["bands"]),
+            histogram=tuple(HistogramBin.from_json(item) for item in data["histogram"]),
+            clusters=tuple(ClusterView.from_json(item) for item in data["clusters"]),
+            latest_run=_optional(DeskRunView.from_json, data.get("latestRun")),
+        )
+
+
+@dataclass(frozen=True)
+class SurveySummaryEnvelope:
+    """The document's `SurveySummaryEnvelope`."""
+
+    data: SurveySummary
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SurveySummaryEnvelope:
+        return cls(
+            data=SurveySummary.from_json(data["data"]),
+        )
+
+
+@dataclass(frozen=True)
 class TextChange:
     """The document's `TextChange`."""
 
@@ -817,3 +1019,6 @@ ProvisionResult = ProvisionedSurvey
 ScoringFailureView = ScoringFailure
 ScoringRunView = ScoringRun
 SessionDeletionView = SessionDeletion
+DeskSessionView = DeskSession
+DeskSessionsEnvelope = SessionsPage
+EvidenceLink = Link

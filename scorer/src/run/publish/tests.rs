@@ -14,6 +14,7 @@ fn session(reference: &str, percent: f64, band: &'static str) -> ScoredSession {
             reasons: Vec::new(),
         },
         cohort: Vec::new(),
+        cluster: None,
     }
 }
 
@@ -38,29 +39,6 @@ fn a_step_records_each_session_as_scored_by_this_run_and_model() {
         assert_eq!(record.run_id, run);
     }
     assert!(score_records(&[], &run, "telltale-v3", 0).is_empty());
-}
-
-#[test]
-fn only_what_the_catalog_credits_to_this_run_counts_as_recorded() {
-    let run = RunId::generate();
-    let earlier = RunId::generate();
-    let scored = vec![
-        ScoredReference {
-            reference: "r1".to_owned(),
-            run_id: run.as_str().to_owned(),
-        },
-        ScoredReference {
-            reference: "r2".to_owned(),
-            run_id: earlier.as_str().to_owned(),
-        },
-        ScoredReference {
-            reference: "r3".to_owned(),
-            run_id: run.as_str().to_owned(),
-        },
-    ];
-    let credited = credited_to(scored, &run);
-    let expected: HashSet<String> = ["r1", "r3"].into_iter().map(str::to_owned).collect();
-    assert_eq!(credited, expected);
 }
 
 #[test]
