@@ -176,6 +176,36 @@ class AgainstTheService(unittest.TestCase):
             again = client.score_and_wait(survey.survey_id, poll_interval=0.2, timeout=120)
             self.assertEqual((again.scored, again.skipped), (0, 3))
 
+    def test_the_surveys_summary_list_csv_and_desk_link(self):
+        with self.client() as client:
+            survey = client.provision_survey("desk", "Desk")
+            references = [str(uuid.uuid4()) for _ in range(3)]
+            for reference in references:
+                self.server.collect(survey.tracking_key, reference, 60)
+            for reference in references:
+                wait_captured(client, survey.survey_id, reference)
+            client.score_and_wait(survey.survey_id, poll_interval=0.2, timeout=120)
+            summary = client.summary(survey.survey_id)
+            self.assertEqual(summary.scored, 3)
+            bands = summary.bands
+            self.assertEqual(bands.automation_like + bands.review + bands.human_like, 3)
+            self.assertEqual(len(summary.histogram), 20)
+            page = client.sessions_page(survey.survey_id, limit=2, order="desc")
+            self.assertEqual(len(page.data), 2)
+            self.assertIsNotNone(page.next)
+            self.assertGreaterEqual(page.data[0].human_score_percent, page.data[1].human_score_percent)
+            listed = [session.reference for session in client.sessions(survey.survey_id)]
+            self.assertEqual(sorted(listed), sorted(references))
+            csv = client.sessions_csv(survey.survey_id)
+            self.assertTrue(csv.startswith("reference,human_score_percent,score_band,"))
+            self.assertEqual(len(csv.strip().splitlines()), 4)
+            with self.assertRaises(TelltaleError) as refused:
+                client.sessions_page(survey.survey_id, band="bogus")
+            self.assertEqual(refused.exception.status, 400)
+            link = client.desk_link(survey.survey_id, expires_in_seconds=60)
+            self.assertTrue(link.url.startswith(f"{self.server.url}/desk/{survey.survey_id}?"))
+            self.assertEqual(httpx.get(link.url, timeout=10).status_code, 200)
+
     def test_deletion_waits_for_completion_and_the_session_is_gone(self):
         with self.client() as client:
             survey = client.provision_survey("deletion", "Deletion")

@@ -17,6 +17,25 @@ export type ScoringRun = Schemas["ScoringRunView"];
 export type ScoringFailure = Schemas["ScoringFailureView"];
 export type SessionDeletion = Schemas["SessionDeletionView"];
 export type SessionEvidence = Schemas["SessionEvidence"];
+export type SurveySummary = Schemas["SurveySummary"];
+export type DeskSession = Schemas["DeskSessionView"];
+export type SessionsPage = Schemas["DeskSessionsEnvelope"];
+export type Link = Schemas["EvidenceLink"];
+
+/** The desk list's filters (`GET .../summary/sessions`). */
+export interface SessionFilters {
+  band?: "automation-like" | "review" | "human-like";
+  /** A summary cluster's `id`. */
+  cluster?: string;
+  /** `asc` (lowest score first, the default) or `desc`. */
+  order?: "asc" | "desc";
+}
+
+/** One page of the list: the filters, its size (1 to 1000) and the previous page's `next`. */
+export interface PageOptions extends SessionFilters {
+  limit?: number;
+  after?: string;
+}
 
 /** References per lookup request (the API's limit). */
 export const LOOKUP_CHUNK = 100;
@@ -132,7 +151,24 @@ export class TelltaleClient {
     this.fetch = options.fetch ?? globalThis.fetch;
   }
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  /** The `data` of a JSON answer. */
+  private call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return this.request(method, path, body, (status, text) => {
+      try {
+        return (JSON.parse(text) as { data: T }).data;
+      } catch {
+        throw new TelltaleError(status, "the answer is not a {\"data\": ...} envelope");
+      }
+    });
+  }
+
+  private async request<T>(
+    method: string,
+    path: string,
+    body: unknown,
+    read: (status: number, text: string) => T,
+    accept = "application/json",
+  ): Promise<T> {
     let attempt = 0;
     let rateLimitedFor = 0;
     for (;;) {
@@ -145,7 +181,7 @@ export class TelltaleClient {
           method,
           headers: {
             Authorization: `Bearer ${this.key}`,
-            Accept: "application/json",
+            Accept: accept,
             ...(body === undefined ? {} : { "Content-Type": "application/json" }),
           },
           body: body === undefined ? undefined : JSON.stringify(body),
@@ -154,13 +190,7 @@ export class TelltaleClient {
         status = response.status;
         this.options.onResponse?.(status, method, path);
         const text = await response.text();
-        if (status < 400) {
-          try {
-            return (JSON.parse(text) as { data: T }).data;
-          } catch {
-            throw new TelltaleError(status, "the answer is not a {\"data\": ...} envelope");
-          }
-        }
+        if (status < 400) return read(status, text);
         retryAfter = response.headers.get("Retry-After");
         failure = errorMessage(text) ?? response.statusText;
       } catch (error) {
@@ -251,6 +281,49 @@ export class TelltaleClient {
     return this.call("GET", `${surveyPath(surveyId)}/session-deletions/${checkReference(reference)}`);
   }
 
+  /**
+   * The survey at a glance: the latest run, counts per band, a histogram of scores, sessions
+   * not scored yet, and the clusters of sessions that behaved alike.
+   */
+  surveySummary(surveyId: string): Promise<SurveySummary> {
+    return this.call("GET", `${surveyPath(surveyId)}/summary`);
+  }
+
+  /** One page of the survey's scored sessions in score order; pass `next` as `after`. */
+  sessionsPage(surveyId: string, options: PageOptions = {}): Promise<SessionsPage> {
+    const path = `${surveyPath(surveyId)}/summary/sessions${query(options)}`;
+    return this.request("GET", path, undefined, (status, text) => {
+      try {
+        return JSON.parse(text) as SessionsPage;
+      } catch {
+        throw new TelltaleError(status, "the answer is not a page of sessions");
+      }
+    });
+  }
+
+  /** Every scored session the filters select, page after page (1000 a request). */
+  async *sessions(surveyId: string, filters: SessionFilters = {}): AsyncGenerator<DeskSession> {
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.sessionsPage(surveyId, { ...filters, limit: 1000, after });
+      yield* page.data;
+      if (!page.next) return;
+      after = page.next;
+    }
+  }
+
+  /** The list as CSV: every session the filters select, with the list's fields. */
+  sessionsCsv(surveyId: string, filters: SessionFilters = {}): Promise<string> {
+    const path = `${surveyPath(surveyId)}/summary/sessions.csv${query(filters)}`;
+    return this.request("GET", path, undefined, (_, text) => text, "text/csv");
+  }
+
+  /** A link to the survey's desk page for a person's browser (1 to 3600 s; 900 by default). */
+  createDeskLink(surveyId: string, expiresInSeconds?: number): Promise<Link> {
+    const body = expiresInSeconds === undefined ? {} : { expiresInSeconds };
+    return this.call("POST", `${surveyPath(surveyId)}/desk-links`, body);
+  }
+
   /** Requests the erasure and polls it until it is no longer pending. */
   async deleteAndWait(
     surveyId: string,
@@ -268,6 +341,16 @@ export class TelltaleClient {
     }
     return deletion;
   }
+}
+
+/** The query string of the list's options (those given). */
+function query(options: PageOptions): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(options)) {
+    if (value !== undefined && value !== null && value !== "") params.set(name, String(value));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : "";
 }
 
 function errorMessage(text: string): string | undefined {

@@ -160,6 +160,37 @@ describe("against the service", () => {
     assert.equal((await client.lookup(survey.surveyId, [references[0]]))[0].captured, false);
   });
 
+  test("the survey's summary, its list page by page and as CSV, and a desk link", async () => {
+    const client = new TelltaleClient(server.url, server.key);
+    const survey = await client.provisionSurvey("desk", "Desk");
+    const references = [randomUUID(), randomUUID(), randomUUID()];
+    for (const reference of references) await server.collect(survey.trackingKey, reference, 60);
+    for (const reference of references) await waitCaptured(client, survey.surveyId, reference);
+    const run = await client.scoreAndWait(survey.surveyId, { pollIntervalMs: 200, timeoutMs: 120_000 });
+    assert.equal(run.scored, 3, JSON.stringify(run));
+    const summary = await client.surveySummary(survey.surveyId);
+    assert.equal(summary.scored, 3);
+    assert.equal(summary.bands["automation-like"] + summary.bands.review + summary.bands["human-like"], 3);
+    assert.equal(summary.histogram.length, 20);
+    const page = await client.sessionsPage(survey.surveyId, { limit: 2, order: "desc" });
+    assert.equal(page.data.length, 2);
+    assert.ok(page.next);
+    assert.ok(page.data[0].humanScorePercent >= page.data[1].humanScorePercent);
+    const all: string[] = [];
+    for await (const session of client.sessions(survey.surveyId)) all.push(session.reference);
+    assert.deepEqual([...all].sort(), [...references].sort());
+    const csv = await client.sessionsCsv(survey.surveyId);
+    assert.equal(csv.trim().split("\n").length, 4, csv);
+    assert.ok(csv.startsWith("reference,human_score_percent,score_band,"));
+    await assert.rejects(
+      client.sessionsPage(survey.surveyId, { limit: 0 }),
+      (error: TelltaleError) => error.status === 400,
+    );
+    const link = await client.createDeskLink(survey.surveyId, 60);
+    assert.ok(link.url.startsWith(`${server.url}/desk/${survey.surveyId}?`), link.url);
+    assert.equal((await fetch(link.url)).status, 200);
+  });
+
   test("client errors are raised at once, not retried", async () => {
     let requests = 0;
     const client = new TelltaleClient(server.url, server.key, { onResponse: () => (requests += 1) });

@@ -9,18 +9,22 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 import httpx
 
 from .models import (
+    DeskSession,
     IntegrationContext,
+    Link,
     ProvisionedSurvey,
     ScoringRun,
     SessionDeletion,
     SessionEvidence,
     SessionRow,
+    SessionsPage,
+    SurveySummary,
     rows,
 )
 
@@ -139,6 +143,17 @@ class _Calls:
             raise TelltaleError(response.status_code, "the answer is not a {\"data\": ...} envelope") from None
 
     @staticmethod
+    def page(response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            raise TelltaleError(response.status_code, "the answer is not a page of sessions") from None
+
+    @staticmethod
+    def text(response: httpx.Response) -> Any:
+        return response.text
+
+    @staticmethod
     def failed(outcome: "httpx.Response | Exception") -> TelltaleError:
         if isinstance(outcome, httpx.Response):
             return TelltaleError(outcome.status_code, _error_message(outcome))
@@ -175,6 +190,14 @@ def _headers(key: str) -> dict:
     if not key.startswith("tt_"):
         raise ValueError("an integration key starts with tt_")
     return {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+
+
+def _list_params(
+    band: Optional[str], cluster: Optional[str], order: Optional[str], limit: Optional[int], after: Optional[str]
+) -> dict:
+    """The desk list's query parameters, those given."""
+    given = {"band": band, "cluster": cluster, "order": order, "limit": limit, "after": after}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _paths(survey_id: str) -> str:
@@ -216,14 +239,16 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(
+        self, method: str, path: str, body: Any = None, *, params: Any = None, read: Any = None
+    ) -> Any:
         attempts = _Attempts(self._calls)
         while True:
             outcome: "httpx.Response | Exception"
             try:
-                outcome = self._http.request(method, path, json=body)
+                outcome = self._http.request(method, path, json=body, params=params)
                 if outcome.status_code < 400:
-                    return self._calls.result(outcome)
+                    return (read or self._calls.result)(outcome)
             except (httpx.TimeoutException, httpx.TransportError) as error:
                 outcome = error
             time.sleep(attempts.wait_after(outcome))
@@ -287,6 +312,52 @@ class Client:
         path = f"{_paths(survey_id)}/session-deletions/{_check_reference(reference)}"
         return SessionDeletion.from_json(self._call("GET", path))
 
+    def summary(self, survey_id: str) -> SurveySummary:
+        """The survey at a glance: the latest run, counts per band, a histogram of scores,
+        sessions not scored yet, and the clusters of sessions that behaved alike."""
+        return SurveySummary.from_json(self._call("GET", _paths(survey_id) + "/summary"))
+
+    def sessions_page(
+        self,
+        survey_id: str,
+        *,
+        band: Optional[str] = None,
+        cluster: Optional[str] = None,
+        order: Optional[str] = None,
+        limit: Optional[int] = None,
+        after: Optional[str] = None,
+    ) -> SessionsPage:
+        """One page of the survey's scored sessions in score order (lowest first unless
+        `order="desc"`); pass the page's `next` as `after` for the one after it."""
+        params = _list_params(band, cluster, order, limit, after)
+        page = self._call("GET", _paths(survey_id) + "/summary/sessions", params=params, read=_Calls.page)
+        return SessionsPage.from_json(page)
+
+    def sessions(
+        self, survey_id: str, *, band: Optional[str] = None, cluster: Optional[str] = None, order: Optional[str] = None
+    ) -> Iterator[DeskSession]:
+        """Every scored session the filters select, page after page (1000 a request)."""
+        after: Optional[str] = None
+        while True:
+            page = self.sessions_page(survey_id, band=band, cluster=cluster, order=order, limit=1000, after=after)
+            yield from page.data
+            if page.next is None:
+                return
+            after = page.next
+
+    def sessions_csv(
+        self, survey_id: str, *, band: Optional[str] = None, cluster: Optional[str] = None, order: Optional[str] = None
+    ) -> str:
+        """The list as CSV: every session the filters select, with the list's fields."""
+        params = _list_params(band, cluster, order, None, None)
+        return self._call("GET", _paths(survey_id) + "/summary/sessions.csv", params=params, read=_Calls.text)
+
+    def desk_link(self, survey_id: str, *, expires_in_seconds: Optional[int] = None) -> Link:
+        """A link to the survey's desk page for a person's browser (1 to 3600 s; 900 by
+        default). It stops working when it expires or when this key is revoked."""
+        body = {} if expires_in_seconds is None else {"expiresInSeconds": expires_in_seconds}
+        return Link.from_json(self._call("POST", _paths(survey_id) + "/desk-links", body))
+
     def delete_and_wait(
         self, survey_id: str, reference: str, *, poll_interval: float = 0.5, timeout: float = 300.0
     ) -> SessionDeletion:
@@ -332,14 +403,16 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, body: Any = None) -> Any:
+    async def _call(
+        self, method: str, path: str, body: Any = None, *, params: Any = None, read: Any = None
+    ) -> Any:
         attempts = _Attempts(self._calls)
         while True:
             outcome: "httpx.Response | Exception"
             try:
-                outcome = await self._http.request(method, path, json=body)
+                outcome = await self._http.request(method, path, json=body, params=params)
                 if outcome.status_code < 400:
-                    return self._calls.result(outcome)
+                    return (read or self._calls.result)(outcome)
             except (httpx.TimeoutException, httpx.TransportError) as error:
                 outcome = error
             await asyncio.sleep(attempts.wait_after(outcome))
@@ -393,6 +466,47 @@ class AsyncClient:
     async def deletion(self, survey_id: str, reference: str) -> SessionDeletion:
         path = f"{_paths(survey_id)}/session-deletions/{_check_reference(reference)}"
         return SessionDeletion.from_json(await self._call("GET", path))
+
+    async def summary(self, survey_id: str) -> SurveySummary:
+        return SurveySummary.from_json(await self._call("GET", _paths(survey_id) + "/summary"))
+
+    async def sessions_page(
+        self,
+        survey_id: str,
+        *,
+        band: Optional[str] = None,
+        cluster: Optional[str] = None,
+        order: Optional[str] = None,
+        limit: Optional[int] = None,
+        after: Optional[str] = None,
+    ) -> SessionsPage:
+        params = _list_params(band, cluster, order, limit, after)
+        page = await self._call("GET", _paths(survey_id) + "/summary/sessions", params=params, read=_Calls.page)
+        return SessionsPage.from_json(page)
+
+    async def sessions(
+        self, survey_id: str, *, band: Optional[str] = None, cluster: Optional[str] = None, order: Optional[str] = None
+    ) -> AsyncIterator[DeskSession]:
+        after: Optional[str] = None
+        while True:
+            page = await self.sessions_page(
+                survey_id, band=band, cluster=cluster, order=order, limit=1000, after=after
+            )
+            for session in page.data:
+                yield session
+            if page.next is None:
+                return
+            after = page.next
+
+    async def sessions_csv(
+        self, survey_id: str, *, band: Optional[str] = None, cluster: Optional[str] = None, order: Optional[str] = None
+    ) -> str:
+        params = _list_params(band, cluster, order, None, None)
+        return await self._call("GET", _paths(survey_id) + "/summary/sessions.csv", params=params, read=_Calls.text)
+
+    async def desk_link(self, survey_id: str, *, expires_in_seconds: Optional[int] = None) -> Link:
+        body = {} if expires_in_seconds is None else {"expiresInSeconds": expires_in_seconds}
+        return Link.from_json(await self._call("POST", _paths(survey_id) + "/desk-links", body))
 
     async def delete_and_wait(
         self, survey_id: str, reference: str, *, poll_interval: float = 0.5, timeout: float = 300.0

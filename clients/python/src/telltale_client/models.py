@@ -13,22 +13,30 @@ from typing import Any, List, Mapping, Tuple
 
 from . import _schema
 from ._schema import (
+    DeskSession,
+    Link,
     ProvisionedSurvey,
     ScoringFailure,
     ScoringRun,
     SessionDeletion,
     SessionEvidence,
     SessionRow,
+    SessionsPage,
+    SurveySummary,
 )
 
 __all__ = [
+    "DeskSession",
     "IntegrationContext",
+    "Link",
     "ProvisionedSurvey",
     "ScoringFailure",
     "ScoringRun",
     "SessionDeletion",
     "SessionEvidence",
     "SessionRow",
+    "SessionsPage",
+    "SurveySummary",
     "rows",
 ]
 
