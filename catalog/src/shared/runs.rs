@@ -224,9 +224,9 @@ macro_rules! impl_runs {
                 survey: &SurveyId,
                 run: &RunId,
             ) -> Result<UnscoredSessions> {
-                // Counts: the index `reference_summaries_live` alone (one entry a reference with
-                // sessions); tombstoned references that got sessions again after their erasure
-                // are few and subtracted.
+                // Counts: one pass over the index `reference_summaries_live` alone (one entry a
+                // reference with sessions); tombstoned references that got sessions again after
+                // their erasure are few and subtracted.
                 let live = <$backend>::LIVE_REFERENCES;
                 let by_reference = <$backend>::SESSIONS_BY_REFERENCE;
                 let (references, scored, tombstoned, tombstoned_scored, scored_by_run): (
@@ -236,11 +236,7 @@ macro_rules! impl_runs {
                     i64,
                     i64,
                 ) = sqlx::query_as(&format!(
-                    "SELECT
-                        (SELECT count(*) FROM reference_summaries {live}
-                          WHERE survey_id = $1 AND sessions > 0),
-                        (SELECT count(*) FROM reference_summaries {live}
-                          WHERE survey_id = $1 AND sessions > 0 AND scored_at IS NOT NULL),
+                    "SELECT live.n, live.scored,
                         (SELECT count(*) FROM tombstones t JOIN reference_summaries r
                             ON r.survey_id = t.survey_id AND r.reference = t.reference
                           WHERE t.survey_id = $1 AND r.sessions > 0),
@@ -252,7 +248,10 @@ macro_rules! impl_runs {
                           WHERE c.survey_id = $1 AND c.run_id = $2 AND r.sessions > 0
                             AND NOT EXISTS (SELECT 1 FROM tombstones t
                                             WHERE t.survey_id = c.survey_id
-                                              AND t.reference = c.reference))"
+                                              AND t.reference = c.reference))
+                     FROM (SELECT count(*) AS n, count(scored_at) AS scored
+                           FROM reference_summaries {live}
+                           WHERE survey_id = $1 AND sessions > 0) live"
                 ))
                 .bind(survey.as_str())
                 .bind(run.as_str())
