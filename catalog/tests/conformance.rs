@@ -507,7 +507,9 @@ async fn an_incremental_plan_reads_the_unscored_and_counts_the_rest(fixture: Fix
         (plan.references, plan.scored, plan.scored_by_run),
         (5, 3, 1)
     );
-    let mut unscored: Vec<(String, String, u64, Option<(i64, i64)>)> = plan
+    // (identifier, reference, events, received range)
+    type Unscored = (String, String, u64, Option<(i64, i64)>);
+    let mut unscored: Vec<Unscored> = plan
         .sessions
         .iter()
         .map(|s| {
