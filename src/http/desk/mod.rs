@@ -31,8 +31,8 @@ use super::auth::Authenticated;
 use super::error::ErrorBody;
 use super::evidence::{EvidenceEnvelope, captured_session, session_evidence};
 use super::integrations::owned_survey;
-use super::review::{self, DEFAULT_LINK_SECS, LinkRequest, MAX_LINK_SECS};
-use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
+use super::review::{self, LinkRequest, MAX_LINK_SECS};
+use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601};
 
 const PAGE: &str = include_str!("desk.html");
 const SCRIPT: &str = include_str!("desk.js");
@@ -621,17 +621,7 @@ pub async fn create_desk_link(
 ) -> Result<(StatusCode, Json<review::EvidenceLinkEnvelope>), ApiError> {
     auth.require(Scope::SessionsRead)?;
     let survey = owned_survey(&state, &auth, &survey_id).await?;
-    let request: LinkRequest = if body.is_empty() {
-        LinkRequest::default()
-    } else {
-        parse_json(&body)?
-    };
-    let seconds = request.expires_in_seconds.unwrap_or(DEFAULT_LINK_SECS);
-    if !(1..=MAX_LINK_SECS).contains(&seconds) {
-        return Err(ApiError::BadRequest(format!(
-            "expiresInSeconds must be 1 to {MAX_LINK_SECS}, not {seconds}"
-        )));
-    }
+    let seconds = review::link_seconds(&body)?;
     let key = auth.0.key.prefix.as_str();
     let expires = review::now_secs() + seconds;
     let signature = state.review_secret.sign_desk(survey.as_str(), key, expires);
@@ -693,22 +683,8 @@ async fn check_desk_link(
 }
 
 /// Headers every answer under `/desk/` carries (the review page's, with its frame allowed).
-fn private(mut response: Response) -> Response {
-    let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    response
+fn private(response: Response) -> Response {
+    review::private_with(response, CONTENT_SECURITY_POLICY)
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

@@ -207,17 +207,7 @@ pub async fn create_link(
 ) -> Result<(StatusCode, Json<EvidenceLinkEnvelope>), ApiError> {
     auth.require(Scope::SessionsRead)?;
     let survey = owned_survey(&state, &auth, &survey_id).await?;
-    let request: LinkRequest = if body.is_empty() {
-        LinkRequest::default()
-    } else {
-        parse_json(&body)?
-    };
-    let seconds = request.expires_in_seconds.unwrap_or(DEFAULT_LINK_SECS);
-    if !(1..=MAX_LINK_SECS).contains(&seconds) {
-        return Err(ApiError::BadRequest(format!(
-            "expiresInSeconds must be 1 to {MAX_LINK_SECS}, not {seconds}"
-        )));
-    }
+    let seconds = link_seconds(&body)?;
     let (reference, _) = captured_session(&state, &survey, &reference).await?;
     let expires = now_secs() + seconds;
     let signature = state
@@ -237,6 +227,22 @@ pub async fn create_link(
             },
         }),
     ))
+}
+
+/// How long a link asked for with `body` (a [`LinkRequest`], or nothing) lives, in seconds.
+pub(super) fn link_seconds(body: &[u8]) -> Result<u64, ApiError> {
+    let request: LinkRequest = if body.is_empty() {
+        LinkRequest::default()
+    } else {
+        parse_json(body)?
+    };
+    let seconds = request.expires_in_seconds.unwrap_or(DEFAULT_LINK_SECS);
+    if !(1..=MAX_LINK_SECS).contains(&seconds) {
+        return Err(ApiError::BadRequest(format!(
+            "expiresInSeconds must be 1 to {MAX_LINK_SECS}, not {seconds}"
+        )));
+    }
+    Ok(seconds)
 }
 
 /// Seconds since the Unix epoch, now.
@@ -285,7 +291,13 @@ fn check_link(
 }
 
 /// Headers every answer under `/review/` carries.
-fn private(mut response: Response) -> Response {
+fn private(response: Response) -> Response {
+    private_with(response, CONTENT_SECURITY_POLICY)
+}
+
+/// The review page's private headers (`no-store`, `no-referrer`, `nosniff`) under `policy`:
+/// the survey desk's answers carry them with a policy of their own.
+pub(super) fn private_with(mut response: Response, policy: &'static str) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
@@ -294,7 +306,7 @@ fn private(mut response: Response) -> Response {
     );
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        HeaderValue::from_static(policy),
     );
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
