@@ -1397,35 +1397,47 @@ def holdout_read(version: str, what: str) -> None:
     HOLDOUT_LOG.write_text(existing + entry)
 
 
-def evaluate(model: Path) -> None:
-    """The one read of HOLDOUT for a model version: its HOLDOUT chunks loaded and checked, every
-    session scored with the model as one survey, the figures printed and kept in the cache."""
+def evaluate(models: list[Path]) -> None:
+    """The one read of HOLDOUT for each model version named: each read logged before anything of
+    HOLDOUT is loaded, every session scored with each model as one survey, the report
+    (lab/corpus_report.py) written to docs/evaluation/ and the scores kept in the cache."""
     import numpy as np
 
-    version = json.loads(model.read_text())["version"]
+    import corpus_report
+
+    versions = [json.loads(model.read_text())["version"] for model in models]
+    if len(set(versions)) != len(versions):
+        raise SystemExit(f"two model files of one version: {versions}")
     manifest = load_manifest()
     chunks = chunks_of(manifest, "holdout")
     if not chunks:
         raise SystemExit("no HOLDOUT chunk is recorded yet")
+    # The typist speed groups: the TRAIN people's tertiles (TRAIN only, read before HOLDOUT).
+    train_people = [row.get("key_flight_mean_ms") for label, row in corpus_samples(chunks_of(manifest, "train"), None)
+                    if label["class"] == "human"]
+    cuts = [float(q) for q in np.nanpercentile([v for v in train_people if v is not None], [100 / 3, 200 / 3])]
     sessions = sum(c["sessions"]["human"] + c["sessions"]["bot"] for c in chunks)
-    holdout_read(version, f"{len(chunks)} HOLDOUT chunks ({', '.join(c['id'] for c in chunks)}), {sessions} sessions")
+    for version in versions:
+        holdout_read(version, f"{len(chunks)} HOLDOUT chunks ({', '.join(c['id'] for c in chunks)}), {sessions} sessions")
     samples = corpus_samples(chunks, load(chunks))
-    scores = score_rows(samples, model)
-    people = [scores[l["reference"]]["humanScorePercent"] for l, _ in samples if l["class"] == "human"]
-    result = {"version": version, "people": len(people),
-              "people_automation_like": float(np.mean(np.array(people) < 30)),
-              "people_human_like": float(np.mean(np.array(people) >= 70)), "families": {}}
-    families: dict[str, list[float]] = {}
-    for label, _ in samples:
-        if label["class"] == "bot":
-            families.setdefault(label.get("family") or label["kind"], []).append(scores[label["reference"]]["humanScorePercent"])
-    for family, values in sorted(families.items()):
-        result["families"][family] = {"n": len(values), "auc": auc(people, values),
-                                      "not_human_like": float(np.mean(np.array(values) < 70))}
-    out = CACHE / f"holdout-{version}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"result": result, "scores": scores, "labels": [l for l, _ in samples]}, indent=1))
-    print(json.dumps(result, indent=1))
+    scores = {version: score_rows(samples, model) for version, model in zip(versions, models)}
+    result = corpus_report.report(samples, scores, cuts, auc)
+    result["chunks"] = [c["id"] for c in chunks]
+    result["typist_speed_cuts_ms"] = [round(c, 1) for c in cuts]
+    folder = REPO / "docs" / "evaluation"
+    written = [corpus_report.write(result, folder)] + corpus_report.plots(samples, scores, folder, auc)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    (CACHE / f"holdout-{'-'.join(versions)}.json").write_text(
+        json.dumps({"scores": scores, "labels": [l for l, _ in samples]}, indent=1))
+    for version in versions:
+        model = result["models"][version]
+        people = model["people"]
+        log(f"{version}: people automation-like {people['automation_like']['k']}/{people['automation_like']['n']}, "
+            f"human-like {people['human_like']['k']}/{people['human_like']['n']}")
+        for family, paths in model["families"].items():
+            log(f"  {family}: " + "; ".join(f"{path} n={v['n']} AUC {v['auc']:.3f} not human-like "
+                                           f"{v['not_human_like']['rate']:.3f}" for path, v in paths.items()))
+    log("wrote " + ", ".join(str(path.relative_to(REPO)) for path in written))
 
 
 def main() -> None:
@@ -1443,7 +1455,8 @@ def main() -> None:
                         help="plan: append the extension's sessions (EXTENSION) to the fixed plan")
     parser.add_argument("--chunk", action="append", help="load: only these chunks (TRAIN only)")
     parser.add_argument("--smallest", action="store_true", help="load: only the smallest TRAIN chunk (CI)")
-    parser.add_argument("--model", type=Path, help="evaluate: the model file whose version reads HOLDOUT")
+    parser.add_argument("--model", type=Path, action="append",
+                        help="evaluate: a model file whose version reads HOLDOUT (again for each model to compare)")
     args = parser.parse_args()
     if args.step == "plan" and args.extend:
         extend_plan()

@@ -166,3 +166,43 @@ class PiecesTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReportTest(unittest.TestCase):
+    """The HOLDOUT report's arithmetic (lab/corpus_report.py), on made-up scores."""
+
+    def test_wilson_interval_of_none_in_a_hundred(self):
+        import corpus_report
+
+        low, high = corpus_report.wilson(0, 100)
+        self.assertEqual(low, 0.0)
+        self.assertAlmostEqual(high, 0.037, places=3)
+        low, high = corpus_report.wilson(50, 100)
+        self.assertLess(low, 0.5)
+        self.assertGreater(high, 0.5)
+
+    def test_report_counts_people_and_families_per_model(self):
+        import corpus_report
+
+        samples, scores = [], {"a": {}, "b": {}}
+        for i in range(10):
+            person = {**label(f"p{i}", f"h{i}", klass="human"), "person": f"set/{i}", "layout": "demo",
+                      "device": "mouse", "typing": "cmu-keystroke"}
+            bot = {**label(f"b{i}", f"r{i}"), "family": "bezier"}
+            samples += [(person, {"key_flight_mean_ms": 100.0 + 20 * i}), (bot, {})]
+            scores["a"][f"h{i}"] = {"humanScorePercent": 90.0 if i else 10.0, "reasons": ["why"]}
+            scores["a"][f"r{i}"] = {"humanScorePercent": 20.0, "clustered": i < 5}
+            scores["b"][f"h{i}"] = {"humanScorePercent": 50.0}
+            scores["b"][f"r{i}"] = {"humanScorePercent": 80.0}
+        result = corpus_report.report(samples, scores, [120.0, 200.0], corpus.auc)
+        a, b = result["models"]["a"], result["models"]["b"]
+        self.assertEqual(a["people"]["automation_like"]["k"], 1)
+        self.assertEqual(a["people"]["human_like"]["k"], 9)
+        self.assertEqual(a["people_automation_like"][0]["reasons"], ["why"])
+        self.assertEqual(a["families"]["bezier"]["xtest"]["not_human_like"]["k"], 10)
+        self.assertEqual(a["families"]["bezier"]["xtest"]["clustered"], 5)
+        self.assertEqual(a["families"]["bezier"]["xtest"]["auc"], 0.9)
+        self.assertEqual(b["families"]["bezier"]["xtest"]["auc"], 0.0)
+        speeds = a["people_groups"]["typist speed"]
+        self.assertEqual(sum(v["human_like"]["n"] for v in speeds.values()), 10)
+        self.assertEqual(set(speeds), {"fast typist", "middle typist", "slow typist"})
