@@ -69,6 +69,8 @@ pub struct StateInner {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// Signs and checks review links (`review`).
     pub review_secret: review::ReviewSecret,
+    /// The clusters of the surveys the desk was asked about lately (`desk::clusters`).
+    pub desk_clusters: super::desk::DeskClusters,
 }
 
 /// Bound on [`StateInner::survey_owners`]; the cache starts over when it is reached.
@@ -148,6 +150,7 @@ impl AppState {
             survey_owners: parking_lot::RwLock::new(HashMap::new()),
             metrics,
             review_secret,
+            desk_clusters: super::desk::DeskClusters::default(),
         }))
     }
 }

@@ -106,6 +106,15 @@ macro_rules! impl_desk {
                 row.as_ref().map(rows::scoring_run).transpose()
             }
 
+            async fn erased_references(&self, survey: &SurveyId) -> Result<u64> {
+                let (count,): (i64,) =
+                    sqlx::query_as("SELECT count(*) FROM tombstones WHERE survey_id = $1")
+                        .bind(survey.as_str())
+                        .fetch_one(&self.pool)
+                        .await?;
+                Ok(u64::try_from(count).unwrap_or(0))
+            }
+
             async fn clustered_places(&self, survey: &SurveyId) -> Result<Vec<ClusteredPlace>> {
                 let rows = sqlx::query(
                     "SELECT r.reference, p.modality, p.mask, p.cell, p.point

@@ -117,14 +117,14 @@ fn cells_of(values: &[u16]) -> Vec<i64> {
 }
 
 /// The packed cell of a place (features past its measured ones count as cell 0).
-fn cell_of(values: &[u16]) -> i64 {
+pub(crate) fn cell_of(values: &[u16]) -> i64 {
     let cells = cells_of(values);
     (0..CELL_AXES).fold(0, |key, k| key * CELLS + cells.get(k).copied().unwrap_or(0))
 }
 
 /// The ranges of packed cells around a place (its own and every neighbouring cell), as
 /// (first, last) pairs: the last feature's three cells are consecutive.
-fn ranges_around(point: &CohortPoint) -> Vec<(i64, i64)> {
+pub(crate) fn ranges_around(point: &CohortPoint) -> Vec<(i64, i64)> {
     let cells = cells_of(&point.values);
     let mut bases = vec![0i64];
     for k in 0..CELL_AXES - 1 {

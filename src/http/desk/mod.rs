@@ -15,6 +15,7 @@
 //! references out of every desk read).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
@@ -23,7 +24,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use catalog::{DESK_HISTOGRAM_BINS, DeskOrder, DeskQuery, DeskRow, KeyPrefix, Scope, SurveyId};
-use scorer::cohort::groups::{Group, groups};
+use scorer::cohort::groups::Group;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -33,6 +34,9 @@ use super::evidence::{EvidenceEnvelope, captured_session, session_evidence};
 use super::integrations::owned_survey;
 use super::review::{self, LinkRequest, MAX_LINK_SECS};
 use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601};
+
+mod clusters;
+pub use clusters::DeskClusters;
 
 const PAGE: &str = include_str!("desk.html");
 const SCRIPT: &str = include_str!("desk.js");
@@ -257,8 +261,8 @@ fn parse_query<T: for<'de> Deserialize<'de> + Default>(raw: Option<String>) -> R
 /// The survey's summary, answered alike to the API and to the desk page.
 async fn summary(state: &AppState, survey: &SurveyId) -> Result<SurveySummary, ApiError> {
     let (counts, run, clusters) = tokio::try_join!(
-        state.catalog.desk_counts(survey),
-        state.catalog.latest_scoring_run(survey),
+        async { Ok::<_, ApiError>(state.catalog.desk_counts(survey).await?) },
+        async { Ok(state.catalog.latest_scoring_run(survey).await?) },
         clusters_of(state, survey),
     )?;
     let mut bands = BandCounts::default();
@@ -300,9 +304,8 @@ async fn summary(state: &AppState, survey: &SurveyId) -> Result<SurveySummary, A
     })
 }
 
-async fn clusters_of(state: &AppState, survey: &SurveyId) -> Result<Vec<Group>, catalog::Error> {
-    let places = state.catalog.clustered_places(survey).await?;
-    Ok(groups(&places))
+async fn clusters_of(state: &AppState, survey: &SurveyId) -> Result<Arc<Vec<Group>>, ApiError> {
+    state.desk_clusters.of(&state.catalog, survey).await
 }
 
 fn cluster_view(group: &Group) -> ClusterView {
@@ -356,7 +359,7 @@ async fn list_query(
     let after = params.after.as_deref().map(parse_cursor).transpose()?;
     let groups = clusters_of(state, survey).await?;
     let mut cluster_of = HashMap::new();
-    for group in &groups {
+    for group in groups.iter() {
         for member in &group.members {
             cluster_of.insert(member.clone(), group.id());
         }
