@@ -80,7 +80,13 @@ async fn main() -> anyhow::Result<()> {
     let (run, took) = score(&client, &server, &survey).await?;
     println!("  scored {} in {:.1} s", run["scored"], took.as_secs_f64());
     let base = format!("{}/integrations/v1/surveys/{survey}", server.base);
-    let (_, body) = timed_get(&client, &format!("{base}/summary"), &server.key).await?;
+    // The first summary after the run draws the survey's clusters; later ones reuse them
+    // until a run or an erasure changes the survey (src/http/desk/clusters.rs).
+    let (first, body) = timed_get(&client, &format!("{base}/summary"), &server.key).await?;
+    println!(
+        "  first summary after the run (draws the clusters): {:.1} ms",
+        first.as_secs_f64() * 1e3
+    );
     let summary: Value = serde_json::from_slice(&body)?;
     let clusters = summary["data"]["clusters"].as_array().context("clusters")?;
     println!(

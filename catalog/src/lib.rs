@@ -439,9 +439,9 @@ pub trait Desk: Send + Sync {
     /// The survey's most recently started scoring run.
     async fn latest_scoring_run(&self, survey: &SurveyId) -> Result<Option<ScoringRun>>;
 
-    /// How many of the survey's references were ever erased (its tombstones): it only grows,
-    /// so with the latest run it says whether anything a desk drew from has changed.
-    async fn erased_references(&self, survey: &SurveyId) -> Result<u64>;
+    /// The survey's runs (started and ended) and erased references counted: whether anything a
+    /// desk drew from has changed.
+    async fn desk_version(&self, survey: &SurveyId) -> Result<DeskVersion>;
 }
 
 /// Everything the rest of Telltale asks of its system of record, one role trait at a time:

@@ -271,6 +271,19 @@ pub struct DeskCounts {
     pub unscored: u64,
 }
 
+/// What a survey's clusters are drawn from has changed when any of these has: counts that only
+/// grow while the survey lives (runs are kept, tombstones are never removed), so unlike the
+/// latest run by start time they cannot be fooled by two instances' clocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeskVersion {
+    /// Scoring runs started for the survey.
+    pub runs: u64,
+    /// Of those, runs that ended (completed, failed or canceled).
+    pub ended_runs: u64,
+    /// References erased (the survey's tombstones).
+    pub erased: u64,
+}
+
 /// The order of a desk page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeskOrder {

@@ -30,6 +30,8 @@ use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
 use crate::{Error, Result, now_millis};
 
 mod cohort;
+mod deletions;
+mod fleet;
 mod summaries;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -101,8 +103,10 @@ async fn set_watermark(
     Ok(())
 }
 
-/// Sums deltas of the same identifier: one `INSERT ... ON CONFLICT DO UPDATE` may not touch a
-/// row twice in PostgreSQL.
+/// Sums deltas of the same identifier (one `INSERT ... ON CONFLICT DO UPDATE` may not touch a
+/// row twice in PostgreSQL), in (survey, identifier) order: two instances applying overlapping
+/// batches then lock the rows they share in the same order, where arrival order deadlocked them
+/// (a 30-minute fleet soak logged a `deadlock detected` retry).
 fn merge_deltas(deltas: &[SessionDelta]) -> Vec<SessionDelta> {
     let mut merged: Vec<SessionDelta> = Vec::with_capacity(deltas.len());
     let mut index: HashMap<(&str, &str), usize> = HashMap::with_capacity(deltas.len());
@@ -131,6 +135,10 @@ fn merge_deltas(deltas: &[SessionDelta]) -> Vec<SessionDelta> {
             }
         }
     }
+    merged.sort_by(|a, b| {
+        (a.survey_id.as_str(), a.identifier.as_str())
+            .cmp(&(b.survey_id.as_str(), b.identifier.as_str()))
+    });
     merged
 }
 
@@ -535,141 +543,7 @@ crate::shared::impl_runs!(PgCatalog, {
     }
 });
 
-crate::shared::impl_deletions!(PgCatalog, {
-    async fn set_back_deletion(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-        owner: &str,
-        setback: &DeletionSetback,
-    ) -> Result<Option<SessionDeletion>> {
-        let row = match setback {
-            DeletionSetback::Failed {
-                error,
-                retry_at,
-                max_attempts,
-            } => {
-                sqlx::query(&format!(
-                    "UPDATE session_deletions SET
-                         attempts = attempts + 1,
-                         status = CASE WHEN attempts + 1 >= $1 THEN 'failed' ELSE 'pending' END,
-                         error = $2, next_attempt_at = $3, updated_at = $4,
-                         owner = NULL, lease_until = NULL
-                     WHERE survey_id = $5 AND reference = $6 AND status = 'pending'
-                       AND owner = $7
-                     RETURNING {DELETION_COLUMNS}"
-                ))
-                .bind(i64::from(*max_attempts))
-                .bind(error)
-                .bind(retry_at)
-                .bind(now_millis())
-                .bind(survey.as_str())
-                .bind(reference)
-                .bind(owner)
-                .fetch_optional(&self.pool)
-                .await?
-            }
-            DeletionSetback::Deferred { retry_at } => {
-                sqlx::query(&format!(
-                    "UPDATE session_deletions SET
-                         next_attempt_at = $1, owner = NULL, lease_until = NULL
-                     WHERE survey_id = $2 AND reference = $3 AND status = 'pending'
-                       AND owner = $4
-                     RETURNING {DELETION_COLUMNS}"
-                ))
-                .bind(retry_at)
-                .bind(survey.as_str())
-                .bind(reference)
-                .bind(owner)
-                .fetch_optional(&self.pool)
-                .await?
-            }
-        };
-        row.as_ref().map(rows::deletion).transpose()
-    }
-
-    async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        crate::shared::erase_session_rows_in!(PgCatalog, tx, erasure);
-        tx.commit().await?;
-        Ok(())
-    }
-});
-
 crate::shared::impl_desk!(PgCatalog);
-
-crate::shared::impl_fleet!(PgCatalog, {
-    async fn copy_into(&self, _path: &std::path::Path) -> Result<bool> {
-        Ok(false)
-    }
-
-    async fn claim_compaction(
-        &self,
-        survey: &SurveyId,
-        partition: &str,
-        owner: &str,
-        lease_ms: i64,
-    ) -> Result<CompactionClaim> {
-        let now = now_millis();
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO compaction_claims (survey_id, partition_date) VALUES ($1, $2)
-             ON CONFLICT (survey_id, partition_date) DO NOTHING",
-        )
-        .bind(survey.as_str())
-        .bind(partition)
-        .execute(&mut *tx)
-        .await?;
-        // SKIP LOCKED: a partition another instance is claiming right now is simply not ours.
-        let claimed = sqlx::query(
-            "UPDATE compaction_claims SET owner = $3, lease_until = $4
-             WHERE (survey_id, partition_date) IN (
-                 SELECT survey_id, partition_date FROM compaction_claims
-                 WHERE survey_id = $1 AND partition_date = $2
-                   AND (owner IS NULL OR owner = $3 OR lease_until < $5)
-                 FOR UPDATE SKIP LOCKED)",
-        )
-        .bind(survey.as_str())
-        .bind(partition)
-        .bind(owner)
-        .bind(now.saturating_add(lease_ms))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if claimed == 1 {
-            tx.commit().await?;
-            return Ok(CompactionClaim::Claimed);
-        }
-        let holder: Option<String> = sqlx::query_scalar(
-            "SELECT owner FROM compaction_claims WHERE survey_id = $1 AND partition_date = $2",
-        )
-        .bind(survey.as_str())
-        .bind(partition)
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        // No owner: it was being claimed by another instance a moment ago.
-        Ok(CompactionClaim::HeldBy(holder.unwrap_or_default()))
-    }
-
-    /// Deleted rows stay in PostgreSQL's heap pages as dead tuples until a vacuum prunes
-    /// them; this vacuums the tables an erasure deletes from, so the rows' space is reclaimed
-    /// now rather than at autovacuum's leisure. What the server's own write-ahead log and
-    /// backups retain is the operator's to bound (docs/deploy.md).
-    async fn scrub(&self) -> Result<()> {
-        sqlx::raw_sql("VACUUM sessions, session_scores, scoring_runs")
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Nothing to fold: PostgreSQL checkpoints on its own, and autovacuum analyses the
-    /// tables a large run wrote to.
-    async fn checkpoint(&self) -> Result<bool> {
-        Ok(true)
-    }
-});
 
 #[cfg(test)]
 mod tests;

@@ -30,3 +30,15 @@ fn merged_deltas_sum_per_identifier_and_keep_an_explicit_reference() {
     assert_eq!((merged[0].first_event_at, merged[0].last_event_at), (2, 40));
     assert_eq!(merged[1].event_count, 1);
 }
+
+#[test]
+fn merged_deltas_come_in_the_order_rows_are_locked() {
+    let merged = merge_deltas(&[
+        delta("c", None, false, 1),
+        delta("a", None, false, 1),
+        delta("b", None, false, 1),
+        delta("a", None, false, 1),
+    ]);
+    let order: Vec<&str> = merged.iter().map(|d| d.identifier.as_str()).collect();
+    assert_eq!(order, ["a", "b", "c"]);
+}

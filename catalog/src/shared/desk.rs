@@ -106,13 +106,22 @@ macro_rules! impl_desk {
                 row.as_ref().map(rows::scoring_run).transpose()
             }
 
-            async fn erased_references(&self, survey: &SurveyId) -> Result<u64> {
-                let (count,): (i64,) =
-                    sqlx::query_as("SELECT count(*) FROM tombstones WHERE survey_id = $1")
-                        .bind(survey.as_str())
-                        .fetch_one(&self.pool)
-                        .await?;
-                Ok(u64::try_from(count).unwrap_or(0))
+            async fn desk_version(&self, survey: &SurveyId) -> Result<DeskVersion> {
+                let (runs, ended_runs, erased): (i64, i64, i64) = sqlx::query_as(
+                    "SELECT (SELECT count(*) FROM scoring_runs WHERE survey_id = $1),
+                            (SELECT count(*) FROM scoring_runs
+                              WHERE survey_id = $1 AND status <> 'running'),
+                            (SELECT count(*) FROM tombstones WHERE survey_id = $1)",
+                )
+                .bind(survey.as_str())
+                .fetch_one(&self.pool)
+                .await?;
+                let count = |n: i64| u64::try_from(n).unwrap_or(0);
+                Ok(DeskVersion {
+                    runs: count(runs),
+                    ended_runs: count(ended_runs),
+                    erased: count(erased),
+                })
             }
 
             async fn clustered_places(&self, survey: &SurveyId) -> Result<Vec<ClusteredPlace>> {

@@ -58,14 +58,20 @@ impl Group {
 /// alike pairs crosses a dense survey end to end, and finding it costs k^2 / 2 comparisons for a
 /// tight farm of k (85,713 clustered sessions of the desk benchmark did not group within ten
 /// minutes). Around leaders, each session is compared with the leaders near it and taken out
-/// once placed, and a group's members are within twice the radius of each other.
+/// once placed; a group's members are within twice the radius of each other, three times for a
+/// session that joined through a member.
+///
+/// The groups do not depend on the order of `places` (the catalog returns them unordered):
+/// places are taken in order of reference wherever order decides.
 pub fn groups(places: &[ClusteredPlace]) -> Vec<Group> {
     // Places by (modality, mask, cell): the grid the run's cohort reads (`survey::cell_of`),
     // computed again from the values rather than taken from the stored place.
+    let mut by_reference: Vec<usize> = (0..places.len()).collect();
+    by_reference.sort_by(|&a, &b| places[a].reference.cmp(&places[b].reference));
     let mut by_cell: HashMap<(u8, u32, i64), Vec<usize>> = HashMap::new();
     let mut boxes: HashMap<(u8, u32, Vec<u16>), usize> = HashMap::new();
-    for (i, place) in places.iter().enumerate() {
-        let point = &place.point;
+    for &i in &by_reference {
+        let point = &places[i].point;
         by_cell
             .entry((point.modality, point.mask, cell_of(&point.values)))
             .or_default()
@@ -318,5 +324,23 @@ mod tests {
         let found = groups(&places);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].members, ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn the_groups_do_not_depend_on_the_order_places_come_in() {
+        let mut places: Vec<ClusteredPlace> = (0..40u16)
+            .map(|i| {
+                place(
+                    &format!("s{i:02}"),
+                    0,
+                    &[1000 + 25 * i, 1000, 1000, 1000, 1000, 1000, 1000],
+                )
+            })
+            .collect();
+        let forward = groups(&places);
+        places.reverse();
+        assert_eq!(groups(&places), forward);
+        places.swap(3, 17);
+        assert_eq!(groups(&places), forward);
     }
 }

@@ -69,7 +69,7 @@ pub(super) fn pointer(events: &[TraceEvent], f: &mut Features) {
         if dt <= MAX_SAMPLING_GAP_MS {
             intervals.push(dt as f64);
         }
-        let distance = (x1 - x0).hypot(y1 - y0);
+        let distance = crate::kinematics::distance(x1 - x0, y1 - y0);
         stroke_length += distance;
         if dt > 0 {
             speeds.push((t1, distance / dt as f64));
@@ -137,7 +137,7 @@ fn push_straightness(
     }
     let (_, x0, y0) = moves[start];
     let (_, x1, y1) = moves[end];
-    out.push(((x1 - x0).hypot(y1 - y0) / length).min(1.0));
+    out.push((crate::kinematics::distance(x1 - x0, y1 - y0) / length).min(1.0));
 }
 
 /// Clicks, and of them the ones a pointer made: a click a key made (Space or Enter on a focused

@@ -60,7 +60,9 @@ pub(super) fn touch(events: &[TraceEvent], f: &mut Features) {
             }
             Kind::TouchMove => {
                 if let (Some(contact), Some((x, y))) = (contact.as_mut(), position) {
-                    contact.farthest = contact.farthest.max((x - contact.x).hypot(y - contact.y));
+                    contact.farthest = contact
+                        .farthest
+                        .max(crate::kinematics::distance(x - contact.x, y - contact.y));
                     contact.moves.push(Move {
                         t: event.t,
                         x,
@@ -74,7 +76,9 @@ pub(super) fn touch(events: &[TraceEvent], f: &mut Features) {
                     continue;
                 };
                 if let Some((x, y)) = position {
-                    ended.farthest = ended.farthest.max((x - ended.x).hypot(y - ended.y));
+                    ended.farthest = ended
+                        .farthest
+                        .max(crate::kinematics::distance(x - ended.x, y - ended.y));
                 }
                 let dwell = event.t - ended.start;
                 if ended.farthest < TAP_MAX_PX && dwell <= TAP_MAX_MS {

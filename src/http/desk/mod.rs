@@ -23,35 +23,27 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use catalog::{DESK_HISTOGRAM_BINS, DeskOrder, DeskQuery, DeskRow, KeyPrefix, Scope, SurveyId};
+use catalog::{DESK_HISTOGRAM_BINS, DeskOrder, DeskQuery, DeskRow, Scope, SurveyId};
 use scorer::cohort::groups::Group;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
 
 use super::auth::Authenticated;
 use super::error::ErrorBody;
-use super::evidence::{EvidenceEnvelope, captured_session, session_evidence};
 use super::integrations::owned_survey;
-use super::review::{self, LinkRequest, MAX_LINK_SECS};
+use super::review::{self, LinkRequest};
 use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601};
 
 mod clusters;
-pub use clusters::DeskClusters;
-
-const PAGE: &str = include_str!("desk.html");
-const SCRIPT: &str = include_str!("desk.js");
-const STYLE: &str = include_str!("desk.css");
+mod page;
+mod views;
+pub use clusters::{Clusters, DeskClusters};
+pub use views::*;
 
 /// Rows of one page of the list when the request names no `limit`, and the most it may ask.
 pub const DEFAULT_PAGE_ROWS: u32 = 100;
 pub const MAX_PAGE_ROWS: u32 = 1000;
 /// The bands, lowest first.
 const BANDS: [&str; 3] = ["automation-like", "review", "human-like"];
-
-/// The desk's Content-Security-Policy: the review page's, and the review page in a frame.
-const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     connect-src 'self'; img-src 'self'; frame-src 'self'; base-uri 'none'; form-action 'none'; \
-     frame-ancestors 'none'";
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -71,183 +63,23 @@ pub fn routes() -> Router<AppState> {
             "/integrations/v1/surveys/{surveyId}/desk-links",
             post(create_desk_link),
         )
-        .route("/desk/assets/desk.js", get(script))
-        .route("/desk/assets/desk.css", get(style))
-        .route("/desk/{surveyId}", get(page))
-        .route("/desk/{surveyId}/summary", get(desk_summary))
-        .route("/desk/{surveyId}/sessions", get(desk_sessions))
-        .route("/desk/{surveyId}/sessions.csv", get(desk_sessions_csv))
+        .route("/desk/assets/desk.js", get(page::script))
+        .route("/desk/assets/desk.css", get(page::style))
+        .route("/desk/{surveyId}", get(page::page))
+        .route("/desk/{surveyId}/summary", get(page::desk_summary))
+        .route("/desk/{surveyId}/sessions", get(page::desk_sessions))
+        .route(
+            "/desk/{surveyId}/sessions.csv",
+            get(page::desk_sessions_csv),
+        )
         .route(
             "/desk/{surveyId}/sessions/{reference}/evidence",
-            get(desk_evidence),
+            get(page::desk_evidence),
         )
         .route(
             "/desk/{surveyId}/sessions/{reference}/review-link",
-            get(desk_review_link),
+            get(page::desk_review_link),
         )
-}
-
-/// The latest run of a survey, as the desk shows it.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DeskRunView {
-    pub id: String,
-    /// `running`, `completed`, `failed` or `canceled`.
-    pub status: String,
-    pub total: u64,
-    pub scored: u64,
-    pub skipped: u64,
-    pub failed: u64,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(format = DateTime)]
-    pub completed_at: Option<String>,
-}
-
-/// Scored sessions per band.
-#[derive(Debug, Default, Serialize, ToSchema)]
-pub struct BandCounts {
-    #[serde(rename = "automation-like")]
-    pub automation_like: u64,
-    pub review: u64,
-    #[serde(rename = "human-like")]
-    pub human_like: u64,
-}
-
-/// One bin of the histogram of scores: sessions with `from <= score < to` (the last bin
-/// includes 100).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct HistogramBin {
-    pub from: f64,
-    pub to: f64,
-    pub sessions: u64,
-}
-
-/// A feature a cluster's members share: their median percentile among people and how far
-/// apart they are on it (largest minus smallest, percentile points).
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SharedFeatureView {
-    pub name: String,
-    pub median_percentile: f64,
-    pub range_percentile: f64,
-}
-
-/// A group of sessions the runs found alike: the same modality and measured features, each
-/// within 3 percentile points of another member's.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterView {
-    /// Names the cluster in `cluster` filters and in the list's `cluster` column.
-    pub id: String,
-    /// `pointing`, `typing` or `touch`.
-    pub modality: String,
-    pub size: u64,
-    /// The members' references, sorted.
-    pub members: Vec<String>,
-    pub features: Vec<SharedFeatureView>,
-    /// The largest difference between two members on any feature, percentile points.
-    pub widest_percentile: f64,
-}
-
-/// A survey at a glance.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SurveySummary {
-    pub survey_id: String,
-    /// The most recently started run; absent before the first.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latest_run: Option<DeskRunView>,
-    /// Sessions with a score (each its latest), per band below.
-    pub scored: u64,
-    /// Sessions captured with a reference and not scored yet.
-    pub unscored: u64,
-    pub bands: BandCounts,
-    /// 20 bins of 5 points.
-    pub histogram: Vec<HistogramBin>,
-    /// Largest first.
-    pub clusters: Vec<ClusterView>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SurveySummaryEnvelope {
-    pub data: SurveySummary,
-}
-
-/// One scored session as the desk lists it.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DeskSessionView {
-    pub reference: String,
-    pub human_score_percent: f64,
-    /// `automation-like`, `review` or `human-like`.
-    pub score_band: String,
-    /// Why, most important first.
-    pub reasons: Vec<String>,
-    /// The cluster it is a member of (a summary cluster's `id`), if any.
-    pub cluster: Option<String>,
-    pub event_count: u64,
-    #[schema(format = DateTime)]
-    pub first_event_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub last_event_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub scored_at: String,
-    pub model_version: String,
-}
-
-/// A page of the list.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DeskSessionsEnvelope {
-    pub data: Vec<DeskSessionView>,
-    /// Pass as `after` for the next page; absent on the last page.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next: Option<String>,
-}
-
-/// The list's filters and page.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ListParams {
-    /// Only this band: `automation-like`, `review` or `human-like`.
-    pub band: Option<String>,
-    /// Only this cluster's members (a summary cluster's `id`).
-    pub cluster: Option<String>,
-    /// `asc` (lowest score first, the default) or `desc`.
-    pub order: Option<String>,
-    /// The `next` of the previous page.
-    pub after: Option<String>,
-    /// Rows a page: 1 to 1000; 100 when absent.
-    pub limit: Option<u32>,
-}
-
-/// A signed desk link's query, with the list's parameters where the route takes them.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SignedParams {
-    key: Option<String>,
-    expires: Option<u64>,
-    sig: Option<String>,
-    band: Option<String>,
-    cluster: Option<String>,
-    order: Option<String>,
-    after: Option<String>,
-    limit: Option<u32>,
-}
-
-impl SignedParams {
-    fn list(&self) -> ListParams {
-        ListParams {
-            band: self.band.clone(),
-            cluster: self.cluster.clone(),
-            order: self.order.clone(),
-            after: self.after.clone(),
-            limit: self.limit,
-        }
-    }
 }
 
 fn parse_query<T: for<'de> Deserialize<'de> + Default>(raw: Option<String>) -> Result<T, ApiError> {
@@ -300,11 +132,11 @@ async fn summary(state: &AppState, survey: &SurveyId) -> Result<SurveySummary, A
                 sessions,
             })
             .collect(),
-        clusters: clusters.iter().map(cluster_view).collect(),
+        clusters: clusters.groups.iter().map(cluster_view).collect(),
     })
 }
 
-async fn clusters_of(state: &AppState, survey: &SurveyId) -> Result<Arc<Vec<Group>>, ApiError> {
+async fn clusters_of(state: &AppState, survey: &SurveyId) -> Result<Arc<Clusters>, ApiError> {
     state.desk_clusters.of(&state.catalog, survey).await
 }
 
@@ -332,7 +164,7 @@ async fn list_query(
     state: &AppState,
     survey: &SurveyId,
     params: &ListParams,
-) -> Result<(DeskQuery, HashMap<String, String>), ApiError> {
+) -> Result<(DeskQuery, Arc<Clusters>), ApiError> {
     if let Some(band) = &params.band
         && !BANDS.contains(&band.as_str())
     {
@@ -357,17 +189,12 @@ async fn list_query(
         )));
     }
     let after = params.after.as_deref().map(parse_cursor).transpose()?;
-    let groups = clusters_of(state, survey).await?;
-    let mut cluster_of = HashMap::new();
-    for group in groups.iter() {
-        for member in &group.members {
-            cluster_of.insert(member.clone(), group.id());
-        }
-    }
+    let clusters = clusters_of(state, survey).await?;
     let references = match &params.cluster {
         None => None,
         Some(id) => Some(
-            groups
+            clusters
+                .groups
                 .iter()
                 .find(|group| group.id() == *id)
                 .map(|group| group.members.clone())
@@ -382,7 +209,7 @@ async fn list_query(
             after,
             limit,
         },
-        cluster_of,
+        clusters,
     ))
 }
 
@@ -422,7 +249,7 @@ async fn sessions_page(
     survey: &SurveyId,
     params: &ListParams,
 ) -> Result<DeskSessionsEnvelope, ApiError> {
-    let (query, cluster_of) = list_query(state, survey, params).await?;
+    let (query, clusters) = list_query(state, survey, params).await?;
     let rows = state.catalog.desk_page(survey, &query).await?;
     let next = (rows.len() == query.limit as usize)
         .then(|| rows.last().map(cursor))
@@ -430,7 +257,7 @@ async fn sessions_page(
     Ok(DeskSessionsEnvelope {
         data: rows
             .into_iter()
-            .map(|row| session_view(row, &cluster_of))
+            .map(|row| session_view(row, &clusters.cluster_of))
             .collect(),
         next,
     })
@@ -459,7 +286,7 @@ async fn sessions_csv(
             "the CSV holds every row: it takes no after or limit".to_owned(),
         ));
     }
-    let (mut query, cluster_of) = list_query(state, survey, params).await?;
+    let (mut query, clusters) = list_query(state, survey, params).await?;
     query.limit = MAX_PAGE_ROWS;
     let mut writer = csv::Writer::from_writer(Vec::new());
     let csv_error = |error: csv::Error| ApiError::internal("could not write the CSV", error);
@@ -471,7 +298,7 @@ async fn sessions_csv(
             .last()
             .map(|row| (row.human_score_percent, row.reference.clone()));
         for row in rows {
-            let view = session_view(row, &cluster_of);
+            let view = session_view(row, &clusters.cluster_of);
             writer
                 .write_record([
                     view.reference,
@@ -642,183 +469,6 @@ pub async fn create_desk_link(
             },
         }),
     ))
-}
-
-/// The survey of a desk link that is signed for it, has not expired, and whose key is still
-/// valid for the survey's organization with `sessions:read`; 404 otherwise.
-async fn check_desk_link(
-    state: &AppState,
-    survey_id: &str,
-    signed: &SignedParams,
-) -> Result<(SurveyId, u64), ApiError> {
-    let not_found = || ApiError::NotFound("this desk link is not valid or has expired".to_owned());
-    let (Some(key), Some(expires), Some(signature)) =
-        (signed.key.as_deref(), signed.expires, signed.sig.as_deref())
-    else {
-        return Err(not_found());
-    };
-    let now = review::now_secs();
-    if expires < now || expires > now + MAX_LINK_SECS {
-        return Err(not_found());
-    }
-    let survey = SurveyId::parse(survey_id).ok_or_else(not_found)?;
-    if !state
-        .review_secret
-        .verify_desk(survey.as_str(), key, expires, signature)
-    {
-        return Err(not_found());
-    }
-    let prefix = KeyPrefix::parse(key).ok_or_else(not_found)?;
-    let (info, owner) = tokio::try_join!(
-        state.catalog.key_info(&prefix),
-        state.catalog.survey_by_id(&survey),
-    )?;
-    match (info, owner) {
-        (Some(info), Some(owner))
-            if info.revoked_at.is_none()
-                && info.organization_id == owner.organization_id
-                && info.scopes.contains(&Scope::SessionsRead) =>
-        {
-            Ok((survey, expires))
-        }
-        _ => Err(not_found()),
-    }
-}
-
-/// Headers every answer under `/desk/` carries (the review page's, with its frame allowed).
-fn private(response: Response) -> Response {
-    review::private_with(response, CONTENT_SECURITY_POLICY)
-}
-
-fn asset(content_type: &'static str, body: &'static str) -> Response {
-    private(([(header::CONTENT_TYPE, content_type)], body).into_response())
-}
-
-async fn script() -> Response {
-    asset("text/javascript; charset=utf-8", SCRIPT)
-}
-
-async fn style() -> Response {
-    asset("text/css; charset=utf-8", STYLE)
-}
-
-/// Answers a signed desk route: `work` runs only for a valid link.
-async fn signed<T, F>(
-    state: &AppState,
-    survey_id: &str,
-    raw: Option<String>,
-    work: impl FnOnce(AppState, SurveyId, u64, SignedParams) -> F,
-) -> Response
-where
-    F: std::future::Future<Output = Result<T, ApiError>>,
-    T: IntoResponse,
-{
-    let outcome = async {
-        let params: SignedParams = parse_query(raw)?;
-        let (survey, expires) = check_desk_link(state, survey_id, &params).await?;
-        work(state.clone(), survey, expires, params).await
-    }
-    .await;
-    match outcome {
-        Ok(answer) => private(answer.into_response()),
-        Err(error) => private(error.into_response()),
-    }
-}
-
-/// The page of a valid link: it holds nothing of the survey; its script asks with the same
-/// signed query.
-async fn page(
-    State(state): State<AppState>,
-    ApiPath(survey_id): ApiPath<String>,
-    RawQuery(raw): RawQuery,
-) -> Response {
-    signed(&state, &survey_id, raw, |_, _, _, _| async {
-        Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE))
-    })
-    .await
-}
-
-async fn desk_summary(
-    State(state): State<AppState>,
-    ApiPath(survey_id): ApiPath<String>,
-    RawQuery(raw): RawQuery,
-) -> Response {
-    signed(&state, &survey_id, raw, |state, survey, _, _| async move {
-        Ok(Json(SurveySummaryEnvelope {
-            data: summary(&state, &survey).await?,
-        }))
-    })
-    .await
-}
-
-async fn desk_sessions(
-    State(state): State<AppState>,
-    ApiPath(survey_id): ApiPath<String>,
-    RawQuery(raw): RawQuery,
-) -> Response {
-    signed(
-        &state,
-        &survey_id,
-        raw,
-        |state, survey, _, params| async move {
-            Ok(Json(sessions_page(&state, &survey, &params.list()).await?))
-        },
-    )
-    .await
-}
-
-async fn desk_sessions_csv(
-    State(state): State<AppState>,
-    ApiPath(survey_id): ApiPath<String>,
-    RawQuery(raw): RawQuery,
-) -> Response {
-    signed(&state, &survey_id, raw, |state, survey, _, params| async move {
-        sessions_csv(&state, &survey, &params.list()).await
-    })
-    .await
-}
-
-/// One member's evidence, for the cluster's small drawings.
-async fn desk_evidence(
-    State(state): State<AppState>,
-    ApiPath((survey_id, reference)): ApiPath<(String, String)>,
-    RawQuery(raw): RawQuery,
-) -> Response {
-    signed(&state, &survey_id, raw, |state, survey, _, _| async move {
-        let data = session_evidence(&state, &survey, &reference).await?;
-        Ok(Json(EvidenceEnvelope { data }))
-    })
-    .await
-}
-
-/// A review link of one session of the survey, living no longer than the desk's.
-async fn desk_review_link(
-    State(state): State<AppState>,
-    ApiPath((survey_id, reference)): ApiPath<(String, String)>,
-    RawQuery(raw): RawQuery,
-) -> Response {
-    signed(
-        &state,
-        &survey_id,
-        raw,
-        |state, survey, expires, _| async move {
-            let (reference, _) = captured_session(&state, &survey, &reference).await?;
-            let signature = state
-                .review_secret
-                .sign(survey.as_str(), &reference, expires);
-            Ok(Json(review::EvidenceLinkEnvelope {
-                data: review::EvidenceLink {
-                    url: format!(
-                        "{}/review/{}/{reference}?expires={expires}&sig={signature}",
-                        state.public_url,
-                        survey.as_str()
-                    ),
-                    expires_at: iso8601(review::secs_to_millis(expires)),
-                },
-            }))
-        },
-    )
-    .await
 }
 
 #[cfg(test)]
