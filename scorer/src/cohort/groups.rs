@@ -58,8 +58,8 @@ impl Group {
 /// alike pairs crosses a dense survey end to end, and finding it costs k^2 / 2 comparisons for a
 /// tight farm of k (85,713 clustered sessions of the desk benchmark did not group within ten
 /// minutes). Around leaders, each session is compared with the leaders near it and taken out
-/// once placed; a group's members are within twice the radius of each other, three times for a
-/// session that joined through a member.
+/// once placed. Groups with members alike with each other are then joined, so a farm wider than
+/// one leader's reach stays one group (within a bounded number of comparisons).
 ///
 /// The groups do not depend on the order of `places` (the catalog returns them unordered):
 /// places are taken in order of reference wherever order decides.
@@ -144,6 +144,7 @@ pub fn groups(places: &[ClusteredPlace]) -> Vec<Group> {
             group_of[i] = Some(to);
         }
     }
+    let members_of = join_touching(places, members_of);
     let mut groups: Vec<Group> = members_of
         .iter()
         .filter(|members| members.len() > 1)
@@ -156,6 +157,83 @@ pub fn groups(places: &[ClusteredPlace]) -> Vec<Group> {
             .then_with(|| a.members.cmp(&b.members))
     });
     groups
+}
+
+/// Comparisons of members [`join_touching`] makes at most: past them the groups stay as the
+/// leaders drew them (bounded time for any survey; the desk benchmark's 85,710 clustered
+/// sessions stay well under it).
+const JOIN_BUDGET: u64 = 50_000_000;
+
+/// Joins groups with a member alike with a member of the other: a farm wider than a leader's
+/// reach stays one group. Only groups whose leaders (their first members) are within four
+/// radii can touch (each member is within two of its leader); each pair stops at the first
+/// alike members.
+fn join_touching(places: &[ClusteredPlace], members_of: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
+    // A group of one touches nothing: two lone leaders are never alike (the first would have
+    // taken the second), and the lone pass joined any alike with a member.
+    let mut live: Vec<usize> = (0..members_of.len())
+        .filter(|&g| members_of[g].len() > 1)
+        .collect();
+    let first = |g: usize| {
+        let point = &places[members_of[g][0]].point;
+        (
+            point.modality,
+            point.mask,
+            point.values.first().copied().unwrap_or(0),
+        )
+    };
+    // A sweep along the leaders' first feature: past `reach` on it, no later group can touch.
+    live.sort_by_key(|&g| first(g));
+    let mut parent: Vec<usize> = (0..members_of.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let leader = |g: usize| &places[members_of[g][0]].point;
+    let reach = 4 * RADIUS_UNITS;
+    let mut spent = 0u64;
+    'pairs: for (k, &a) in live.iter().enumerate() {
+        for &b in &live[k + 1..] {
+            let (fa, fb) = (first(a), first(b));
+            if (fa.0, fa.1) != (fb.0, fb.1) || fb.2 - fa.2 > reach {
+                break;
+            }
+            let (la, lb) = (leader(a), leader(b));
+            if la
+                .values
+                .iter()
+                .zip(&lb.values)
+                .any(|(x, y)| x.abs_diff(*y) > reach)
+            {
+                continue;
+            }
+            let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+            if ra == rb {
+                continue;
+            }
+            if spent > JOIN_BUDGET {
+                break 'pairs;
+            }
+            let touching = members_of[a].iter().any(|&i| {
+                members_of[b].iter().any(|&j| {
+                    spent += 1;
+                    alike(&places[i].point.values, &places[j].point.values)
+                })
+            });
+            if touching {
+                parent[ra.max(rb)] = ra.min(rb);
+            }
+        }
+    }
+    let mut joined: Vec<Vec<usize>> = vec![Vec::new(); members_of.len()];
+    for g in live {
+        let r = root(&mut parent, g);
+        joined[r].extend(&members_of[g]);
+    }
+    joined
 }
 
 /// A place's box of the radius on every feature: places in one box are alike.
@@ -342,5 +420,25 @@ mod tests {
         assert_eq!(groups(&places), forward);
         places.swap(3, 17);
         assert_eq!(groups(&places), forward);
+    }
+
+    #[test]
+    fn a_farm_wider_than_one_leader_reaches_stays_one_group() {
+        // A line of sessions 200 apart on the first feature: each alike with its neighbours,
+        // the ends 1,800 apart. Leaders take what is within the radius of them; the groups
+        // they leave touch each other and are joined.
+        let places: Vec<ClusteredPlace> = (0..10u16)
+            .map(|i| {
+                place(
+                    &format!("s{i}"),
+                    0,
+                    &[1000 + 200 * i, 1000, 1000, 1000, 1000, 1000, 1000],
+                )
+            })
+            .collect();
+        let found = groups(&places);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].members.len(), 10);
+        assert_eq!(found[0].widest, 18.0);
     }
 }
