@@ -51,8 +51,8 @@ impl Group {
 /// The groups of `places` (each a clustered session's place in the modality it clustered in),
 /// largest first. Each group is a **leader** and every session alike with it: leaders are taken
 /// densest first (the most places in the leader's own grid box of the radius on every feature),
-/// so a farm's group forms around its middle; a session alike with no leader joins the group of
-/// the first member it is alike with; a session alike with none of the others is left out.
+/// so a farm's group forms around its middle; groups (a lone session included) with members
+/// alike with each other are then joined; a session alike with none of the others is left out.
 ///
 /// Why not every session joined to everything alike with it (connected components): a chain of
 /// alike pairs crosses a dense survey end to end, and finding it costs k^2 / 2 comparisons for a
@@ -69,29 +69,27 @@ pub fn groups(places: &[ClusteredPlace]) -> Vec<Group> {
     let mut by_reference: Vec<usize> = (0..places.len()).collect();
     by_reference.sort_by(|&a, &b| places[a].reference.cmp(&places[b].reference));
     let mut by_cell: HashMap<(u8, u32, i64), Vec<usize>> = HashMap::new();
-    let mut boxes: HashMap<(u8, u32, Vec<u16>), usize> = HashMap::new();
     for &i in &by_reference {
         let point = &places[i].point;
         by_cell
             .entry((point.modality, point.mask, cell_of(&point.values)))
             .or_default()
             .push(i);
-        *boxes.entry(box_of(point)).or_default() += 1;
     }
-    let density: Vec<usize> = places
-        .iter()
-        .map(|place| boxes.get(&box_of(&place.point)).copied().unwrap_or(0))
-        .collect();
+    let boxes: Vec<(u8, u32, Vec<u16>)> = places.iter().map(|p| box_of(&p.point)).collect();
+    let mut in_box: HashMap<&(u8, u32, Vec<u16>), usize> = HashMap::new();
+    for key in &boxes {
+        *in_box.entry(key).or_default() += 1;
+    }
+    let density: Vec<usize> = boxes.iter().map(|key| in_box[key]).collect();
     let mut order: Vec<usize> = (0..places.len()).collect();
     order.sort_by(|&a, &b| {
         density[b]
             .cmp(&density[a])
             .then_with(|| places[a].reference.cmp(&places[b].reference))
     });
-    let everyone = by_cell.clone();
     let mut group_of: Vec<Option<usize>> = vec![None; places.len()];
     let mut members_of: Vec<Vec<usize>> = Vec::new();
-    let mut alone = Vec::new();
     for &leader in &order {
         if group_of[leader].is_some() {
             continue;
@@ -118,31 +116,7 @@ pub fn groups(places: &[ClusteredPlace]) -> Vec<Group> {
                 });
             }
         }
-        if members.len() == 1 {
-            alone.push(leader);
-        }
         members_of.push(members);
-    }
-    // A leader nothing joined: into the group of the first session alike with it, if any.
-    for i in alone {
-        let point = &places[i].point;
-        let found = ranges_around(point)
-            .into_iter()
-            .flat_map(|(low, high)| low..=high)
-            .filter_map(|cell| everyone.get(&(point.modality, point.mask, cell)))
-            .flatten()
-            .find(|&&j| {
-                j != i
-                    && members_of[group_of[j].unwrap_or(0)].len() > 1
-                    && alike(&point.values, &places[j].point.values)
-            });
-        if let Some(&j) = found
-            && let (Some(from), Some(to)) = (group_of[i], group_of[j])
-        {
-            members_of[from].clear();
-            members_of[to].push(i);
-            group_of[i] = Some(to);
-        }
     }
     let members_of = join_touching(places, members_of);
     let mut groups: Vec<Group> = members_of
@@ -165,15 +139,11 @@ pub fn groups(places: &[ClusteredPlace]) -> Vec<Group> {
 const JOIN_BUDGET: u64 = 50_000_000;
 
 /// Joins groups with a member alike with a member of the other: a farm wider than a leader's
-/// reach stays one group. Only groups whose leaders (their first members) are within four
-/// radii can touch (each member is within two of its leader); each pair stops at the first
-/// alike members.
+/// reach stays one group, and a lone session alike with a member (not its leader) joins it.
+/// Each member is within the radius of its leader, so only groups whose leaders (their first
+/// members) are within three radii can touch; each pair stops at the first alike members.
 fn join_touching(places: &[ClusteredPlace], members_of: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
-    // A group of one touches nothing: two lone leaders are never alike (the first would have
-    // taken the second), and the lone pass joined any alike with a member.
-    let mut live: Vec<usize> = (0..members_of.len())
-        .filter(|&g| members_of[g].len() > 1)
-        .collect();
+    let mut live: Vec<usize> = (0..members_of.len()).collect();
     let first = |g: usize| {
         let point = &places[members_of[g][0]].point;
         (
@@ -193,7 +163,7 @@ fn join_touching(places: &[ClusteredPlace], members_of: Vec<Vec<usize>>) -> Vec<
         i
     }
     let leader = |g: usize| &places[members_of[g][0]].point;
-    let reach = 4 * RADIUS_UNITS;
+    let reach = 3 * RADIUS_UNITS;
     let mut spent = 0u64;
     'pairs: for (k, &a) in live.iter().enumerate() {
         for &b in &live[k + 1..] {
