@@ -26,6 +26,7 @@ use catalog::{
     COHORT_BINS, COHORT_UNMEASURED, CohortBin, CohortPoint, CohortProbe, StoredCohortPoint,
 };
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 #[cfg(test)]
 use super::RADIUS;
@@ -236,8 +237,118 @@ pub struct Stood {
 pub struct Cohort {
     spreads: HashMap<(u8, u32), Spread>,
     points: Vec<CohortPoint>,
-    cells: HashMap<(u8, u32, i64), Vec<usize>>,
+    /// This run's places, by group and cell.
+    grid: Grid,
     in_run: HashSet<String>,
+}
+
+/// The widest modality: a place's values side by side in that many lanes.
+const LANES: usize = widest_modality();
+
+const fn widest_modality() -> usize {
+    let mut widest = 0;
+    let mut m = 0;
+    while m < MODALITIES.len() {
+        let width = MODALITIES[m].features.end - MODALITIES[m].features.start;
+        if width > widest {
+            widest = width;
+        }
+        m += 1;
+    }
+    widest
+}
+
+/// A place's values in [`LANES`] lanes, the lanes past its modality's features 0 (equal in
+/// every place of a group, so they never tell two apart).
+type Lanes = [u16; LANES];
+
+fn lanes_of(values: &[u16]) -> Lanes {
+    let mut lanes = [0; LANES];
+    for (lane, value) in lanes.iter_mut().zip(values) {
+        *lane = *value;
+    }
+    lanes
+}
+
+/// Alike: within [`RADIUS_UNITS`] on every lane. Every lane is compared (no early exit), so the
+/// check compiles to a few vector instructions.
+fn alike(a: &Lanes, b: &Lanes) -> bool {
+    a.iter()
+        .zip(b)
+        .fold(true, |all, (x, y)| all & (x.abs_diff(*y) <= RADIUS_UNITS))
+}
+
+/// Places sorted by (modality, mask, cell), stably (a cell's places in the order they came),
+/// their values inline, with where each run of cells that differ only in the last axis starts
+/// and ends: the places of one of [`ranges_around`]'s ranges are one contiguous slice, found by
+/// one hash lookup. Measured on a full run of 85,000 sessions: a map of cells to indexes into
+/// the places (a SipHash and a pointer chase per cell and per check) made `Cohort::standing` a
+/// quarter of the run's CPU; two binary searches a range over the sorted places, 13 %.
+#[derive(Debug, Default)]
+struct Grid {
+    entries: Vec<GridEntry>,
+    /// (modality, mask, cell without its last axis) -> the entries' start and end.
+    rows: FxHashMap<(u8, u32, i64), (usize, usize)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct GridEntry {
+    key: (u8, u32, i64),
+    lanes: Lanes,
+    /// The place's index (this run's places) or the stored place's.
+    id: usize,
+}
+
+impl Grid {
+    /// Adds places, after the ones already in for equal cells.
+    fn extend(&mut self, mut new: Vec<GridEntry>) {
+        new.sort_by_key(|e| e.key);
+        let old = std::mem::take(&mut self.entries);
+        let mut merged = Vec::with_capacity(old.len() + new.len());
+        let (mut a, mut b) = (old.into_iter().peekable(), new.into_iter().peekable());
+        while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
+            if x.key <= y.key {
+                merged.extend(a.next());
+            } else {
+                merged.extend(b.next());
+            }
+        }
+        merged.extend(a);
+        merged.extend(b);
+        self.entries = merged;
+        self.rows.clear();
+        let mut start = 0;
+        for row in self.entries.chunk_by(|x, y| row_of(x.key) == row_of(y.key)) {
+            self.rows
+                .insert(row_of(row[0].key), (start, start + row.len()));
+            start += row.len();
+        }
+    }
+
+    /// The places of (modality, mask) with a cell in `low..=high`, cells that differ only in
+    /// the last axis (as [`ranges_around`] gives them).
+    fn range(&self, modality: u8, mask: u32, low: i64, high: i64) -> &[GridEntry] {
+        let Some(&(start, end)) = self.rows.get(&row_of((modality, mask, low))) else {
+            return &[];
+        };
+        let row = &self.entries[start..end];
+        let first = row.partition_point(|e| e.key.2 < low);
+        let last = row.partition_point(|e| e.key.2 <= high);
+        &row[first..last.max(first)]
+    }
+}
+
+/// A key's row: its cell without the last axis.
+fn row_of((modality, mask, cell): (u8, u32, i64)) -> (u8, u32, i64) {
+    (modality, mask, cell.div_euclid(CELLS))
+}
+
+fn entry(point: &CohortPoint, id: usize) -> GridEntry {
+    GridEntry {
+        key: (point.modality, point.mask, point.cell),
+        lanes: lanes_of(&point.values),
+        id,
+    }
 }
 
 impl Cohort {
@@ -288,6 +399,7 @@ impl Cohort {
     /// this run's sessions so far, these entrants included.
     pub fn stand(&mut self, entrants: &[Entrant], stored: &[StoredCohortPoint]) -> Stood {
         let mut owners: Vec<(usize, usize)> = Vec::new();
+        let mut admitted = Vec::new();
         for (e, entrant) in entrants.iter().enumerate() {
             self.in_run.insert(entrant.reference.clone());
             for point in &entrant.places {
@@ -302,29 +414,27 @@ impl Cohort {
                     spread.add(point);
                 }
                 let index = self.points.len();
-                self.cells
-                    .entry((point.modality, point.mask, point.cell))
-                    .or_default()
-                    .push(index);
+                admitted.push(entry(point, index));
                 self.points.push(point.clone());
                 owners.push((e, index));
             }
         }
+        self.grid.extend(admitted);
         // The stored places still current: not of a session this run scores.
-        let mut stored_cells: HashMap<(u8, u32, i64), Vec<usize>> = HashMap::new();
-        for (i, s) in stored.iter().enumerate() {
-            if !self.in_run.contains(&s.reference) {
-                stored_cells
-                    .entry((s.point.modality, s.point.mask, s.point.cell))
-                    .or_default()
-                    .push(i);
-            }
-        }
+        let mut stored_grid = Grid::default();
+        stored_grid.extend(
+            stored
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !self.in_run.contains(&s.reference))
+                .map(|(i, s)| entry(&s.point, i))
+                .collect(),
+        );
         let this = &*self;
         let placed: Vec<(usize, Standing, Vec<usize>)> = owners
             .par_iter()
             .filter_map(|&(entrant, index)| {
-                let (standing, stored_alike) = this.standing(index, stored, &stored_cells)?;
+                let (standing, stored_alike) = this.standing(index, &stored_grid)?;
                 Some((entrant, standing, stored_alike))
             })
             .collect();
@@ -363,47 +473,46 @@ impl Cohort {
     }
 
     /// The standing of this run's place `index`, and the stored places alike with it.
-    fn standing(
-        &self,
-        index: usize,
-        stored: &[StoredCohortPoint],
-        stored_cells: &HashMap<(u8, u32, i64), Vec<usize>>,
-    ) -> Option<(Standing, Vec<usize>)> {
+    fn standing(&self, index: usize, stored: &Grid) -> Option<(Standing, Vec<usize>)> {
         let point = &self.points[index];
         let spread = self.spreads.get(&(point.modality, point.mask))?;
-        let alike_with = |other: &CohortPoint| {
-            point
-                .values
-                .iter()
-                .zip(&other.values)
-                .all(|(a, b)| a.abs_diff(*b) <= RADIUS_UNITS)
-        };
+        let lanes = lanes_of(&point.values);
         let mut checks = 0usize;
-        let mut alike = 0u32;
+        let mut alike_count = 0u32;
         let mut stored_alike = Vec::new();
-        'cells: for (low, high) in ranges_around(point) {
-            for cell in low..=high {
-                let key = (point.modality, point.mask, cell);
-                for &j in self.cells.get(&key).into_iter().flatten() {
-                    if j == index {
+        'ranges: for (low, high) in ranges_around(point) {
+            let ours = self.grid.range(point.modality, point.mask, low, high);
+            let theirs = stored.range(point.modality, point.mask, low, high);
+            let (mut a, mut b) = (0, 0);
+            // Cell by cell, this run's places and then the stored ones: the order the checks
+            // are counted in, which decides which are checked past MAX_CHECKS.
+            while a < ours.len() || b < theirs.len() {
+                let cell = match (ours.get(a), theirs.get(b)) {
+                    (Some(x), Some(y)) => x.key.2.min(y.key.2),
+                    (Some(x), None) => x.key.2,
+                    (None, Some(y)) => y.key.2,
+                    (None, None) => break,
+                };
+                while let Some(other) = ours.get(a).filter(|o| o.key.2 == cell) {
+                    a += 1;
+                    if other.id == index {
                         continue;
                     }
                     if checks == MAX_CHECKS {
-                        break 'cells;
+                        break 'ranges;
                     }
                     checks += 1;
-                    if alike_with(&self.points[j]) {
-                        alike += 1;
-                    }
+                    alike_count += u32::from(alike(&lanes, &other.lanes));
                 }
-                for &j in stored_cells.get(&key).into_iter().flatten() {
+                while let Some(other) = theirs.get(b).filter(|o| o.key.2 == cell) {
+                    b += 1;
                     if checks == MAX_CHECKS {
-                        break 'cells;
+                        break 'ranges;
                     }
                     checks += 1;
-                    if alike_with(&stored[j].point) {
-                        alike += 1;
-                        stored_alike.push(j);
+                    if alike(&lanes, &other.lanes) {
+                        alike_count += 1;
+                        stored_alike.push(other.id);
                     }
                 }
             }
@@ -423,7 +532,7 @@ impl Cohort {
         }
         let standing = Standing {
             modality: usize::from(point.modality),
-            alike,
+            alike: alike_count,
             expected: chance * others,
             expected_reference: reference * others,
         };
@@ -536,6 +645,70 @@ mod tests {
             stood.rescore,
             (0..5).map(|i| format!("old-{i}")).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn the_grid_counts_what_comparing_every_pair_counts() {
+        // Places scattered around three spots (dense enough that most share cells with
+        // others, few enough that no place reaches MAX_CHECKS), half this run's and half
+        // stored: every standing's count is the count of all pairs compared.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        let centres = [[2_000u16; 7], [5_000; 7], [9_800; 7]];
+        let places: Vec<CohortPoint> = (0..600)
+            .map(|i| {
+                let values = centres[i % 3].map(|c| {
+                    let v = i64::from(c) + next(1_201) as i64 - 600;
+                    v.clamp(0, i64::from(UNITS)) as u16
+                });
+                point(&values)
+            })
+            .collect();
+        let (ours, theirs) = places.split_at(300);
+        let stored: Vec<StoredCohortPoint> = theirs
+            .iter()
+            .enumerate()
+            .map(|(i, p)| StoredCohortPoint {
+                reference: format!("stored-{i}"),
+                point: p.clone(),
+            })
+            .collect();
+        let entrants: Vec<Entrant> = ours
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Entrant {
+                reference: format!("new-{i}"),
+                places: vec![p.clone()],
+                counted: false,
+            })
+            .collect();
+        let stood = Cohort::default().stand(&entrants, &stored);
+        let within = |a: &CohortPoint, b: &CohortPoint| {
+            a.values
+                .iter()
+                .zip(&b.values)
+                .all(|(x, y)| x.abs_diff(*y) <= RADIUS_UNITS)
+        };
+        let mut clustered = 0;
+        for (i, standing) in stood.standings.iter().enumerate() {
+            let expected = places
+                .iter()
+                .enumerate()
+                .filter(|(j, other)| *j != i && within(&places[i], other))
+                .count();
+            assert_eq!(
+                standing.expect("placed").alike as usize,
+                expected,
+                "place {i}"
+            );
+            clustered += usize::from(standing.is_some_and(|s| s.clustered()));
+        }
+        assert!(clustered > 0, "the spots are dense enough to cluster");
     }
 
     fn catalog_bins(stored: &[StoredCohortPoint]) -> Vec<CohortBin> {

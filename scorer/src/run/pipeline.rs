@@ -94,6 +94,10 @@ impl Scorer {
             sequence: 0,
             cohort: &mut cohort,
             rescore: &mut rescore,
+            // A survey with no bins has no stored places: any the catalog holds later are this
+            // run's own, which a pass does not compare with (a first run of 85,000 sessions
+            // asked for 300,000 ranges of an empty table).
+            probe: !bins.is_empty(),
         };
         for pass in plan.passes(self.settings.max_events_per_pass) {
             self.score_pass(run, &pass, &mut passes, &mut pipeline, &mut phases)
@@ -192,15 +196,20 @@ impl Scorer {
         // stored places around its sessions, and this run's), before any of its scores: a
         // score needs its cohort.
         let cohort = std::mem::take(&mut *passes.cohort);
+        let probe = passes.probe;
         let featurize = async {
             let computed = featurize(self.model.clone(), work).await?;
-            let probes = survey::probes(
-                computed
-                    .iter()
-                    .filter_map(|result| result.as_ref().ok())
-                    .flat_map(|session| &session.places),
-            );
-            let stored = self.catalog.probe_cohort(&run.survey_id, &probes).await?;
+            let stored = if probe {
+                let probes = survey::probes(
+                    computed
+                        .iter()
+                        .filter_map(|result| result.as_ref().ok())
+                        .flat_map(|session| &session.places),
+                );
+                self.catalog.probe_cohort(&run.survey_id, &probes).await?
+            } else {
+                Vec::new()
+            };
             stand(cohort, computed, stored).await
         };
         let ((cohort, mut featured, rescore), computing) =
@@ -425,6 +434,8 @@ struct Passes<'a> {
     sequence: usize,
     cohort: &'a mut Cohort,
     rescore: &'a mut BTreeSet<String>,
+    /// Whether the survey had stored places when the run began (else none are probed for).
+    probe: bool,
 }
 
 /// What publishing a run's steps needs, and the step computed but not yet published.

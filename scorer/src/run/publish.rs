@@ -189,7 +189,6 @@ impl Scorer {
     }
 }
 
-/// The references the catalog credits to `run`: those whose latest score it recorded.
 /// The lake file of one step's rows of `kind`, `size` bytes long.
 fn step_file(
     kind: TableKind,
