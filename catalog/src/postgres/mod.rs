@@ -448,7 +448,10 @@ crate::shared::impl_runs!(PgCatalog, {
         for score in scores {
             last_of.insert(score.reference.as_str(), score);
         }
-        let scores: Vec<&NewScore> = last_of.into_values().collect();
+        let mut scores: Vec<&NewScore> = last_of.into_values().collect();
+        // In reference order: the indexes are written front to back, and rows are locked in
+        // one order whoever writes them.
+        scores.sort_unstable_by(|a, b| a.reference.cmp(&b.reference));
         if !scores.is_empty() {
             // The scores, and what a lookup answers of each (`reference_summaries`), in one
             // statement.

@@ -3,7 +3,7 @@
 
 use sqlx::{QueryBuilder, Row};
 
-use super::{MAX_ROWS_PER_STATEMENT, SqliteCatalog, serde_json_array};
+use super::{MAX_ROWS_PER_STATEMENT, RECORD_ROWS_PER_STATEMENT, SqliteCatalog, serde_json_array};
 use crate::Result;
 use crate::model::{
     CohortBin, CohortPoint, CohortProbe, NewScore, StoredCohortPoint, cohort_bin_deltas,
@@ -16,20 +16,17 @@ impl SqliteCatalog {
     pub(crate) async fn replace_cohort_points(
         tx: &mut sqlx::SqliteConnection,
         survey: &str,
-        scores: &[NewScore],
+        scores: &[&NewScore],
     ) -> Result<()> {
-        // A reference scored twice in one call keeps its last points.
-        let mut last_of = std::collections::HashMap::with_capacity(scores.len());
-        for score in scores {
-            last_of.insert(score.reference.as_str(), score);
-        }
-        let references: Vec<String> = last_of.keys().map(|r| (*r).to_owned()).collect();
+        let references: Vec<String> = scores.iter().map(|s| s.reference.clone()).collect();
         let removed = Self::take_cohort_points(tx, survey, &references).await?;
-        let added: Vec<(&str, &CohortPoint)> = last_of
-            .values()
+        let mut added: Vec<(&str, &CohortPoint)> = scores
+            .iter()
             .flat_map(|s| s.cohort.iter().map(|p| (s.reference.as_str(), p)))
             .collect();
-        for chunk in added.chunks(MAX_ROWS_PER_STATEMENT / 6) {
+        // In the primary key's order: the B-tree is written front to back.
+        added.sort_unstable_by_key(|(reference, p)| (p.modality, p.mask, p.cell, *reference));
+        for chunk in added.chunks(RECORD_ROWS_PER_STATEMENT) {
             let mut insert = QueryBuilder::new(
                 "INSERT OR REPLACE INTO cohort_points
                      (survey_id, modality, mask, cell, reference, point) ",
