@@ -68,11 +68,18 @@ AUTOMATION = {
 # so that each pointer path family has enough sessions to be left out of a fit and measured, and
 # the library generators through the operating system too (PyAutoGUI's or xdotool's jumps and
 # keys), so every generator drives both input paths.
+#
+# What the second (after chunk 005) added, for issue 54's acceptance: touch automation in TRAIN
+# (16 phone sessions; the touch trees need at least 20 to be fitted, so phone people had none to
+# be told apart by), and each red-team family to 20 HOLDOUT sessions (3 before), the farm the
+# cohort must name in a survey of HOLDOUT people. Extensions only append: `phone` counts new
+# seeds, `redteam` the family's total.
 EXTENSION = {
-    "train": {"mouse": 60, "library_xtest": 9},
-    "holdout": {"mouse": 40, "library_xtest": 6},
+    "train": {"mouse": 60, "library_xtest": 9, "phone": 12, "redteam": 0},
+    "holdout": {"mouse": 40, "library_xtest": 6, "phone": 0, "redteam": 20},
 }
 MOUSE_SEED_OFFSET = 1000
+PHONE_SEED_OFFSET = 2000
 # HOLDOUT-only automation written by the red team without reading the model, the features or the
 # generators (lab/redteam/README.md); the input path each drives through.
 REDTEAM_TOOLS = {"pptr-stealth": "devtools", "pw-keyboard": "devtools", "pw-touch": "devtools",
@@ -256,6 +263,15 @@ def extension_entries(split: str) -> list[dict]:
                             "forced": {"driver": "xtest"},
                             "factors": {"path": "jump", "typing": "xdotool", "pacing": "fast",
                                         "modality": "library", "driver": "xtest"}})
+    phone_base = (0 if split == "train" else HOLDOUT_SEED_BASE) + PHONE_SEED_OFFSET
+    phone = list(range(phone_base + 1, phone_base + counts["phone"] + 1))
+    for design in factorial_design(phone, "phone") if phone else []:
+        if design["seed"] in phone:
+            entries.append(factorial_entry(split, "phone", design))
+    for tool in REDTEAM_TOOLS:
+        for seed in range(AUTOMATION[split]["redteam"] + 1, counts["redteam"] + 1):
+            entries.append({"id": f"redteam/{tool}/{seed}", "split": split, "class": "bot", "kind": "redteam",
+                            "tool": tool, "seed": seed, "layout": "demo", "evaluation_only": True})
     return entries
 
 
@@ -272,7 +288,9 @@ def extend_plan() -> None:
     for split in SPLITS:
         new = [entry for entry in extension_entries(split) if entry["id"] not in known]
         new.sort(key=lambda e: e["id"])
-        random.Random(f"telltale-corpus/order/{split}/extension-1").shuffle(new)
+        # Each extension shuffles its own entries, under its own name.
+        extension = len(manifest["plan"].get("history", [])) + 1
+        random.Random(f"telltale-corpus/order/{split}/extension-{extension}").shuffle(new)
         added += new
     if not added:
         log("the plan holds the extension already")
@@ -318,7 +336,9 @@ def check_plan(plan: list[dict]) -> None:
     if len(ids) != len(set(ids)):
         raise SystemExit("the plan names a session twice")
     for split in SPLITS:
-        bots = [e for e in plan if e["split"] == split and e["class"] == "bot"]
+        # The share is of the automation a model is fitted and chosen on: the red team's
+        # evaluation-only families drive whichever path their tool does.
+        bots = [e for e in plan if e["split"] == split and e["class"] == "bot" and not e.get("evaluation_only")]
         xtest = sum(e["input"] == "xtest" for e in bots) / max(1, len(bots))
         if xtest < MIN_XTEST_SHARE:
             raise SystemExit(f"{split}: {xtest:.0%} of the automation goes through XTEST, under {MIN_XTEST_SHARE:.0%}")
