@@ -95,8 +95,8 @@ impl Scorer {
             cohort: &mut cohort,
             rescore: &mut rescore,
             // A survey with no bins has no stored places: any the catalog holds later are this
-            // run's own, which a pass does not compare with (a first run of 85,000 sessions
-            // asked for 300,000 ranges of an empty table).
+            // run's own, which a pass does not compare with (a first run asked an empty table
+            // for the 27 ranges around each of its places).
             probe: !bins.is_empty(),
         };
         for pass in plan.passes(self.settings.max_events_per_pass) {
