@@ -374,17 +374,22 @@ mod tests {
         assert_eq!(found[0].members, ["a", "b", "c", "d"]);
     }
 
-    #[test]
-    fn the_groups_do_not_depend_on_the_order_places_come_in() {
-        let mut places: Vec<ClusteredPlace> = (0..40u16)
+    /// `n` pointing places `step` apart on the first feature, named `s00`, `s01`, ...
+    fn line(n: u16, step: u16) -> Vec<ClusteredPlace> {
+        (0..n)
             .map(|i| {
                 place(
                     &format!("s{i:02}"),
                     0,
-                    &[1000 + 25 * i, 1000, 1000, 1000, 1000, 1000, 1000],
+                    &[1000 + step * i, 1000, 1000, 1000, 1000, 1000, 1000],
                 )
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn the_groups_do_not_depend_on_the_order_places_come_in() {
+        let mut places = line(40, 25);
         let forward = groups(&places);
         places.reverse();
         assert_eq!(groups(&places), forward);
@@ -397,15 +402,7 @@ mod tests {
         // A line of sessions 200 apart on the first feature: each alike with its neighbours,
         // the ends 1,800 apart. Leaders take what is within the radius of them; the groups
         // they leave touch each other and are joined.
-        let places: Vec<ClusteredPlace> = (0..10u16)
-            .map(|i| {
-                place(
-                    &format!("s{i}"),
-                    0,
-                    &[1000 + 200 * i, 1000, 1000, 1000, 1000, 1000, 1000],
-                )
-            })
-            .collect();
+        let places = line(10, 200);
         let found = groups(&places);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].members.len(), 10);
