@@ -1318,14 +1318,14 @@ def cross_validate(samples: list[tuple[dict, dict]]) -> None:
               f"{auc(people, machines):.3f}; against every person {auc(every, machines):.3f}")
 
 
-MODEL_VERSION = "telltale-v5"
+MODEL_VERSION = "telltale-v6"
 MODEL_PATH = REPO / "scorer" / "models" / f"{MODEL_VERSION}.json"
 
 
 def train(samples: list[tuple[dict, dict]]) -> None:
     """Fits the model on every TRAIN session of the corpus (`model.fit_gbdt`); its bias comes
     from out-of-fold scores of the cross-validation grouped by person and typist, never from the
-    sessions a model was fitted on. Writes scorer/models/telltale-v5.json and the out-of-fold
+    sessions a model was fitted on. Writes scorer/models/telltale-v6.json and the out-of-fold
     scores beside the cache's recordings."""
     import numpy as np
 
@@ -1338,7 +1338,7 @@ def train(samples: list[tuple[dict, dict]]) -> None:
     model, _ = fit.fit_gbdt(training, version=MODEL_VERSION, tune=False)
     labels = [label for label, _ in training]
     rows = [row for _, row in training]
-    model["bias"] = round(fit.tune_bias(model, labels, rows, offsets=np.array([z for z, _ in oof])), 3)
+    model["bias"] = round(fit.tune_bias(model, labels, rows, offsets=np.array([z for z, _ in oof])), 3) + 0.0
     model["description"] += (f" Trained on the recorded corpus's TRAIN chunks "
                              f"({', '.join(sorted({label['chunk'] for label in labels if 'chunk' in label}))}).")
     MODEL_PATH.write_text(json.dumps(model, indent=2) + "\n")
@@ -1396,6 +1396,52 @@ def families(samples: list[tuple[dict, dict]]) -> None:
               + ", ".join(f"{feature} {value / len(members):+.2f}" for feature, value in top))
 
 
+# A farm as issue 54 measures one: 20 sessions of one family in a survey of at least 100 people.
+FARM_SIZE = 20
+FARM_MIN_PEOPLE = 100
+
+
+def farms(samples: list[tuple[dict, dict]], model: Path | None = None, size: int = FARM_SIZE) -> dict:
+    """Each automation family as a farm: its first `size` sessions (fewer if it has fewer) scored
+    with every person of `samples` as one survey by the product's cohort and model. A farm session
+    is *named* when the cohort clusters it; a person is *moved* when the farm changes the person's
+    band or clusters the person, against the people scored alone."""
+    import corpus_report
+
+    people = [(label, row) for label, row in samples if label["class"] == "human"]
+    if len(people) < FARM_MIN_PEOPLE:
+        raise SystemExit(f"a farm needs a survey of at least {FARM_MIN_PEOPLE} people; these samples hold {len(people)}")
+    alone = score_rows(people, model)
+    by_family: dict[str, list[tuple[dict, dict]]] = {}
+    for label, row in samples:
+        if label["class"] == "bot":
+            by_family.setdefault(corpus_report.family_name(label), []).append((label, row))
+    out = {}
+    for family, members in sorted(by_family.items()):
+        farm = members[:size]
+        scores = score_rows(people + farm, model)
+        named = sum(bool(scores[label["reference"]].get("clustered")) for label, _ in farm)
+        moved = [label["person"] for label, _ in people
+                 if scores[label["reference"]]["scoreBand"] != alone[label["reference"]]["scoreBand"]
+                 or scores[label["reference"]].get("clustered")]
+        out[family] = {"farm": len(farm), "people": len(people), "named": named,
+                       "named_rate": corpus_report.rate([bool(scores[l["reference"]].get("clustered"))
+                                                         for l, _ in farm], bool),
+                       "people_moved": corpus_report.rate(
+                           [bool(scores[l["reference"]]["scoreBand"] != alone[l["reference"]]["scoreBand"]
+                                 or scores[l["reference"]].get("clustered")) for l, _ in people], bool),
+                       "moved": sorted(moved),
+                       "not_human_like": corpus_report.rate([scores[l["reference"]]["humanScorePercent"]
+                                                             for l, _ in farm], lambda v: v < 70.0)}
+    return out
+
+
+def print_farms(result: dict) -> None:
+    for family, farm in result.items():
+        log(f"  farm {family}: {farm['named']} of {farm['farm']} named, {farm['people_moved']['k']} of "
+            f"{farm['people']} people moved, {farm['not_human_like']['k']} of {farm['farm']} not human-like")
+
+
 def holdout_read(version: str, what: str) -> None:
     """Logs a read of HOLDOUT for a model version before anything of it is read; a second read
     of the same version is refused (a retrain is a new version)."""
@@ -1442,10 +1488,13 @@ def evaluate(models: list[Path]) -> None:
     samples = corpus_samples(chunks, load(chunks))
     scores = {version: score_rows(samples, model) for version, model in zip(versions, models)}
     result = corpus_report.report(samples, scores, cuts, auc)
+    for version, model in zip(versions, models):
+        result["models"][version]["farms"] = farms(samples, model)
     result["chunks"] = [c["id"] for c in chunks]
     result["typist_speed_cuts_ms"] = [round(c, 1) for c in cuts]
     folder = REPO / "docs" / "evaluation"
-    written = [corpus_report.write(result, folder)] + corpus_report.plots(samples, scores, folder, auc)
+    stem = corpus_report.stem_of(versions)
+    written = [corpus_report.write(result, folder, stem)] + corpus_report.plots(samples, scores, folder, auc, stem)
     CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / f"holdout-{'-'.join(versions)}.json").write_text(
         json.dumps({"scores": scores, "labels": [l for l, _ in samples]}, indent=1))
@@ -1457,13 +1506,14 @@ def evaluate(models: list[Path]) -> None:
         for family, paths in model["families"].items():
             log(f"  {family}: " + "; ".join(f"{path} n={v['n']} AUC {v['auc']:.3f} not human-like "
                                            f"{v['not_human_like']['rate']:.3f}" for path, v in paths.items()))
+        print_farms(model["farms"])
     log("wrote " + ", ".join(str(path.relative_to(REPO)) for path in written))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=["plan", "record", "status", "verify", "load", "cv", "train", "families",
-                                         "evaluate"])
+                                         "farms", "evaluate"])
     parser.add_argument("--minutes", type=float, default=DEFAULT_MINUTES, help="record: the chunk's length at most")
     parser.add_argument("--workers", type=int, default=4, help="record: displays (one browser each) at once")
     parser.add_argument("--split", choices=SPLITS, help="record: this split (default: TRAIN until it is done)")
@@ -1493,7 +1543,7 @@ def main() -> None:
         if problems:
             raise SystemExit(f"{len(problems)} problems")
         print(f"the corpus holds: {len(load_manifest()['chunks'])} chunks verified")
-    elif args.step in ("load", "cv", "train", "families"):
+    elif args.step in ("load", "cv", "train", "families", "farms"):
         manifest = load_manifest()
         chunks = chunks_of(manifest, "train", args.chunk)
         if not chunks:
@@ -1525,6 +1575,9 @@ def main() -> None:
             train(samples)
         elif args.step == "families":
             families(samples)
+        elif args.step == "farms":
+            log(f"each family as a farm of at most {FARM_SIZE} among the TRAIN people, built-in model:")
+            print_farms(farms(samples))
     elif args.step == "evaluate":
         if not args.model:
             raise SystemExit("evaluate needs --model")

@@ -5,7 +5,7 @@
 session with each model as one survey (the product's cohort and model, `telltale
 score-features`), and hands the scores here. What comes out is aggregates only (rates with
 their intervals, AUCs, the reasons given to people scored `automation-like` with the data set's
-public subject name): `docs/evaluation/corpus-holdout.json` and two plots beside it.
+public subject name): `docs/evaluation/corpus-holdout*.json` (`stem_of`) and two plots beside each.
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ def report(samples: list[tuple[dict, dict]], scores: dict[str, dict[str, dict]],
     return out
 
 
-def plots(samples: list[tuple[dict, dict]], scores: dict[str, dict[str, dict]], folder: Path, auc) -> list[Path]:
+def plots(samples: list[tuple[dict, dict]], scores: dict[str, dict[str, dict]], folder: Path, auc,
+          stem: str = "corpus-holdout") -> list[Path]:
     """Score histograms (people, automation through each path) and ROC curves of every model."""
     import matplotlib
 
@@ -146,7 +147,7 @@ def plots(samples: list[tuple[dict, dict]], scores: dict[str, dict[str, dict]], 
     axes[0].set_ylabel("share of the group's sessions")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    path = folder / "corpus-holdout-scores.png"
+    path = folder / f"{stem}-scores.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     written.append(path)
@@ -165,14 +166,20 @@ def plots(samples: list[tuple[dict, dict]], scores: dict[str, dict[str, dict]], 
     ax.set_ylabel("automation scored below the threshold")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = folder / "corpus-holdout-roc.png"
+    path = folder / f"{stem}-roc.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     written.append(path)
     return written
 
 
-def write(result: dict, folder: Path) -> Path:
-    path = folder / "corpus-holdout.json"
+def stem_of(versions: list[str]) -> str:
+    """The report's file names: `corpus-holdout` for the first read (telltale-v4 and v5 side by
+    side), the versions' names after it for each later one, so no read overwrites another's."""
+    return "corpus-holdout" if versions == ["telltale-v4", "telltale-v5"] else "corpus-holdout-" + "-".join(versions)
+
+
+def write(result: dict, folder: Path, stem: str = "corpus-holdout") -> Path:
+    path = folder / f"{stem}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     return path

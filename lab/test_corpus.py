@@ -206,3 +206,31 @@ class ReportTest(unittest.TestCase):
         speeds = a["people_groups"]["typist speed"]
         self.assertEqual(sum(v["human_like"]["n"] for v in speeds.values()), 10)
         self.assertEqual(set(speeds), {"fast typist", "middle typist", "slow typist"})
+
+
+class FarmTest(unittest.TestCase):
+    def test_a_farm_counts_named_sessions_and_moved_people(self):
+        people = [({**label(f"p{i}", f"h{i}", klass="human"), "person": f"set/{i}"}, {}) for i in range(100)]
+        farm = [({**label(f"b{i}", f"r{i}"), "family": "bezier"}, {}) for i in range(25)]
+
+        def scores(samples, model=None):
+            with_farm = any(l["class"] == "bot" for l, _ in samples)
+            out = {}
+            for l, _ in samples:
+                if l["class"] == "bot":  # all but one of the farm clustered
+                    out[l["reference"]] = {"humanScorePercent": 40.0, "scoreBand": "review",
+                                           "clustered": l["reference"] != "r0"}
+                elif with_farm and l["reference"] == "h7":  # one person moved by the farm
+                    out[l["reference"]] = {"humanScorePercent": 60.0, "scoreBand": "review"}
+                else:
+                    out[l["reference"]] = {"humanScorePercent": 80.0, "scoreBand": "human-like"}
+            return out
+
+        with mock.patch.object(corpus, "score_rows", scores):
+            result = corpus.farms(people + farm)["bezier"]
+            self.assertEqual((result["farm"], result["named"]), (20, 19))
+            self.assertEqual((result["people_moved"]["k"], result["people_moved"]["n"]), (1, 100))
+            self.assertEqual(result["moved"], ["set/7"])
+            self.assertEqual(result["not_human_like"]["k"], 20)
+            with self.assertRaises(SystemExit):
+                corpus.farms(people[:99] + farm)
