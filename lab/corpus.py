@@ -75,11 +75,31 @@ AUTOMATION = {
 # cohort must name in a survey of HOLDOUT people. Extensions only append: `phone` counts new
 # seeds, `redteam` the family's total.
 EXTENSION = {
-    "train": {"mouse": 60, "library_xtest": 9, "phone": 12, "redteam": 0},
-    "holdout": {"mouse": 40, "library_xtest": 6, "phone": 0, "redteam": 20},
+    "train": {"mouse": 60, "library_xtest": 9, "phone": 12, "redteam": 0, "farms": 20},
+    "holdout": {"mouse": 40, "library_xtest": 6, "phone": 0, "redteam": 20, "farms": 0},
 }
 MOUSE_SEED_OFFSET = 1000
 PHONE_SEED_OFFSET = 2000
+# The third (after chunk 007): TRAIN farms, for a cohort rule chosen on TRAIN. The HOLDOUT read of
+# telltale-v6 found the red team's tools, 20 sessions each among 147 people, named 0 of 20 by the
+# cohort, whose rule names copies of one setting; TRAIN held no farm of a tool that draws each
+# session's style afresh. Each farm here is one setting of the factorial generator (every factor
+# forced, one page), FARM_SIZE sessions whose seeds draw the rest: the path's and the pacing's
+# parameters, and for `replay` typing a different real typist each session. Both input paths, as
+# the rest of TRAIN.
+FARM_SEED_OFFSET = 3000
+TRAIN_FARMS = {
+    "xtest-bezier": ("demo", {"driver": "xtest", "path": "bezier", "typing": "population", "pacing": "human",
+                              "modality": "mouse"}),
+    "xtest-windmouse-typists": ("grid", {"driver": "xtest", "path": "windmouse", "typing": "replay",
+                                         "pacing": "agent", "modality": "mouse"}),
+    "webdriver-perlin-typists": ("demo", {"driver": "webdriver", "path": "perlin", "typing": "replay",
+                                          "pacing": "human", "modality": "mouse"}),
+    "cdp-ghost-cursor": ("text", {"driver": "cdp", "path": "ghost-cursor", "typing": "population",
+                                  "pacing": "human", "modality": "mouse"}),
+    "cdp-touch": ("phone", {"driver": "cdp", "path": "none", "typing": "population", "pacing": "human",
+                            "modality": "touch"}),
+}
 # HOLDOUT-only automation written by the red team without reading the model, the features or the
 # generators (lab/redteam/README.md); the input path each drives through.
 REDTEAM_TOOLS = {"pptr-stealth": "devtools", "pw-keyboard": "devtools", "pw-touch": "devtools",
@@ -272,6 +292,19 @@ def extension_entries(split: str) -> list[dict]:
         for seed in range(AUTOMATION[split]["redteam"] + 1, counts["redteam"] + 1):
             entries.append({"id": f"redteam/{tool}/{seed}", "split": split, "class": "bot", "kind": "redteam",
                             "tool": tool, "seed": seed, "layout": "demo", "evaluation_only": True})
+    for number, (farm, (layout, factors)) in enumerate(TRAIN_FARMS.items() if counts["farms"] else ()):
+        base = (0 if split == "train" else HOLDOUT_SEED_BASE) + FARM_SEED_OFFSET + 100 * number
+        seeds = list(range(base + 1, base + counts["farms"] + 1))
+        flags = [flag for factor, level in factors.items() for flag in (f"--{factor}", level)]
+        out = subprocess.run(["node", str(HERE / "bots.js"), "--list-design", f"{seeds[0]}-{seeds[-1]}",
+                              "--generator", "factorial", "--layout", layout, *flags],
+                             check=True, capture_output=True, text=True).stdout
+        for design in map(json.loads, out.splitlines()):
+            if design["factors"] != factors:
+                raise SystemExit(f"farm {farm}: bots.js drew {design['factors']} for seed {design['seed']}")
+            entry = factorial_entry(split, layout, design)
+            entry.update(id=f"farm/{farm}/{design['seed']}", farm=farm, forced=dict(factors))
+            entries.append(entry)
     return entries
 
 
@@ -675,6 +708,8 @@ def record_attached(ctx: Context, display, pages, entry: dict, reference: str) -
         label.update(generator=entry["generator"], family=family_of_bot(entry["generator"], factors),
                      factors=factors, driver=factors.get("driver", "cdp"), device="xvfb-chromium",
                      cluster=f"{entry['generator']}/{entry['seed']}")
+        if entry.get("farm"):
+            label["farm"] = entry["farm"]
     return label
 
 
@@ -1402,7 +1437,7 @@ FARM_MIN_PEOPLE = 100
 
 
 def farms(samples: list[tuple[dict, dict]], model: Path | None = None, size: int = FARM_SIZE) -> dict:
-    """Each automation family as a farm: its first `size` sessions (fewer if it has fewer) scored
+    """Each automation family (or recorded farm) as a farm: its first `size` sessions (fewer if it has fewer) scored
     with every person of `samples` as one survey by the product's cohort and model. A farm session
     is *named* when the cohort clusters it; a person is *moved* when the farm changes the person's
     band or clusters the person, against the people scored alone."""
@@ -1415,7 +1450,9 @@ def farms(samples: list[tuple[dict, dict]], model: Path | None = None, size: int
     by_family: dict[str, list[tuple[dict, dict]]] = {}
     for label, row in samples:
         if label["class"] == "bot":
-            by_family.setdefault(corpus_report.family_name(label), []).append((label, row))
+            # A recorded farm (TRAIN_FARMS) by its name, every other session by its family.
+            name = f"farm: {label['farm']}" if label.get("farm") else corpus_report.family_name(label)
+            by_family.setdefault(name, []).append((label, row))
     out = {}
     for family, members in sorted(by_family.items()):
         farm = members[:size]
