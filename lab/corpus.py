@@ -1451,7 +1451,7 @@ def farms(samples: list[tuple[dict, dict]], model: Path | None = None, size: int
     for label, row in samples:
         if label["class"] == "bot":
             # A recorded farm (TRAIN_FARMS) by its name, every other session by its family.
-            name = f"farm: {label['farm']}" if label.get("farm") else corpus_report.family_name(label)
+            name = f"recorded farm {label['farm']}" if label.get("farm") else corpus_report.family_name(label)
             by_family.setdefault(name, []).append((label, row))
     out = {}
     for family, members in sorted(by_family.items()):
@@ -1475,7 +1475,7 @@ def farms(samples: list[tuple[dict, dict]], model: Path | None = None, size: int
 
 def print_farms(result: dict) -> None:
     for family, farm in result.items():
-        log(f"  farm {family}: {farm['named']} of {farm['farm']} named, {farm['people_moved']['k']} of "
+        log(f"  {family}: {farm['named']} of {farm['farm']} named, {farm['people_moved']['k']} of "
             f"{farm['people']} people moved, {farm['not_human_like']['k']} of {farm['farm']} not human-like")
 
 
