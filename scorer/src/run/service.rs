@@ -34,16 +34,8 @@ impl ScoringService {
         let service = self.clone();
         tokio::spawn(async move {
             match service.scorer.execute(&run, &|_| {}).await {
-                Ok(end) => {
-                    tracing::info!(%run, ?end, "scoring run ended");
-                    // The run's scores are fresh in the catalog's log; fold them in so that
-                    // lookups read them directly. Best effort: a busy moment skips it.
-                    match service.scorer.catalog.checkpoint().await {
-                        Ok(true) => {}
-                        Ok(false) => tracing::debug!("catalog busy; checkpoint skipped"),
-                        Err(error) => tracing::warn!(%error, "catalog checkpoint failed"),
-                    }
-                }
+                // The run folded the catalog's log before it completed (`Scorer::execute`).
+                Ok(end) => tracing::info!(%run, ?end, "scoring run ended"),
                 Err(error) => {
                     tracing::error!(%run, %error, "scoring run stopped on a catalog error; it will be resumed")
                 }
