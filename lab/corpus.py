@@ -1437,9 +1437,9 @@ FARM_MIN_PEOPLE = 100
 
 
 def farms(samples: list[tuple[dict, dict]], model: Path | None = None, size: int = FARM_SIZE) -> dict:
-    """Each automation family (or recorded farm) as a farm: its first `size` sessions (fewer if it has fewer) scored
-    with every person of `samples` as one survey by the product's cohort and model. A farm session
-    is *named* when the cohort clusters it; a person is *moved* when the farm changes the person's
+    """Each automation family (or recorded farm) as a farm: its first `size` sessions scored with
+    every person of `samples` as one survey by the product's cohort and model. A farm session is
+    *named* when the cohort clusters it; a person is *moved* when the farm changes the person's
     band or clusters the person, against the people scored alone."""
     import corpus_report
 
@@ -1457,19 +1457,15 @@ def farms(samples: list[tuple[dict, dict]], model: Path | None = None, size: int
     for family, members in sorted(by_family.items()):
         farm = members[:size]
         scores = score_rows(people + farm, model)
-        named = sum(bool(scores[label["reference"]].get("clustered")) for label, _ in farm)
-        moved = [label["person"] for label, _ in people
-                 if scores[label["reference"]]["scoreBand"] != alone[label["reference"]]["scoreBand"]
-                 or scores[label["reference"]].get("clustered")]
-        out[family] = {"farm": len(farm), "people": len(people), "named": named,
-                       "named_rate": corpus_report.rate([bool(scores[l["reference"]].get("clustered"))
-                                                         for l, _ in farm], bool),
-                       "people_moved": corpus_report.rate(
-                           [bool(scores[l["reference"]]["scoreBand"] != alone[l["reference"]]["scoreBand"]
-                                 or scores[l["reference"]].get("clustered")) for l, _ in people], bool),
-                       "moved": sorted(moved),
-                       "not_human_like": corpus_report.rate([scores[l["reference"]]["humanScorePercent"]
-                                                             for l, _ in farm], lambda v: v < 70.0)}
+        named = [bool(scores[label["reference"]].get("clustered")) for label, _ in farm]
+        moved = [scores[label["reference"]]["scoreBand"] != alone[label["reference"]]["scoreBand"]
+                 or bool(scores[label["reference"]].get("clustered")) for label, _ in people]
+        out[family] = {"farm": len(farm), "people": len(people), "named": sum(named),
+                       "named_rate": corpus_report.rate(named, bool),
+                       "people_moved": corpus_report.rate(moved, bool),
+                       "moved": sorted(label["person"] for (label, _), m in zip(people, moved) if m),
+                       "not_human_like": corpus_report.rate([scores[label["reference"]]["humanScorePercent"]
+                                                             for label, _ in farm], lambda v: v < 70.0)}
     return out
 
 
