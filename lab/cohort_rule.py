@@ -26,7 +26,9 @@ interpolation between its quantiles (an approximation of the product's `Percenti
 product's own rule replayed on these places clustered the same 29 automation sessions of all
 TRAIN that `telltale score-features` does).
 
-    python3 lab/cohort_rule.py          # the grid of rules, a line each
+    python3 lab/cohort_rule.py                          # the grid of rules, a line each
+    python3 lab/cohort_rule.py --model scorer/models/telltale-v6.json 8,1,3 10,2,4
+                                                        # places by that model's ranges; rules R,skip,S
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ MODALITIES = {
                 "key_flight_lag1"], 4),
     "touch": (["tap_dwell_mean_ms", "tap_dwell_log_sd", "swipe_peak_time", "swipe_log_jerk"], 3),
 }
+# In the order of the product's COHORT_FEATURES.
+COHORT_FEATURES = [name for features, _ in MODALITIES.values() for name in features]
 MIN_ALIKE = 5
 
 
@@ -78,10 +82,11 @@ def alike(places: np.ndarray, x: np.ndarray, radius: float, skip: int) -> np.nda
 
 
 def clustered(model: dict, survey: list[tuple[dict, dict]], reference: list[tuple[dict, dict]],
-              radius: float, skip: int, surprise: float) -> np.ndarray:
+              radius: float, skip, surprise: float) -> np.ndarray:
     """Which of the survey's sessions the candidate rule clusters, in any modality."""
     out = np.zeros(len(survey), bool)
-    for features, minimum in MODALITIES.values():
+    skips = skip if isinstance(skip, tuple) else (skip,) * len(MODALITIES)
+    for (features, minimum), skip in zip(MODALITIES.values(), skips):
         places = percentiles(model, [row for _, row in survey], features)
         placed = np.sum(~np.isnan(places), axis=1) >= minimum
         people = percentiles(model, [row for _, row in reference], features)
@@ -101,8 +106,21 @@ def clustered(model: dict, survey: list[tuple[dict, dict]], reference: list[tupl
     return out
 
 
+GRID = [(3, 0, 5), (6, 1, 5), (8, 1, 3), (8, 1, 5), (10, 1, 3), (10, 1, 5), (10, 1, 8), (12, 1, 5), (12, 1, 8)]
+
+
 def main() -> None:
-    model = json.loads((HERE.parent / "scorer" / "models" / "telltale-v4.json").read_text())
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=HERE.parent / "scorer" / "models" / "telltale-v4.json",
+                        help="the model file whose human_ranges place the sessions")
+    parser.add_argument("rules", nargs="*", help="R,skip,S (percentile points, features left out (one number, or "
+                        "pointing:typing:touch), surprise)")
+    args = parser.parse_args()
+    grid = [(float(r), tuple(int(x) for x in k.split(":")) if ":" in k else int(k), float(s))
+            for r, k, s in (rule.split(",") for rule in args.rules)] or GRID
+    model = json.loads(args.model.read_text())
     samples = corpus.corpus_samples(corpus.chunks_of(corpus.load_manifest(), "train"), None)
     people = [(label, row) for label, row in samples if label["class"] == "human"]
     farms: dict[str, list[tuple[dict, dict]]] = {}
@@ -114,8 +132,7 @@ def main() -> None:
     # S is bounded by the reference's size: with about a hundred people placed, a session alike
     # with none of them is expected (1 / 100) x N times, so a farm of 20 in a survey of 187 is at
     # most about 10 times what chance gives.
-    for radius, skip, surprise in [(3, 0, 5), (6, 1, 5), (8, 1, 3), (8, 1, 5), (10, 1, 3), (10, 1, 5), (10, 1, 8),
-                                   (12, 1, 5), (12, 1, 8)]:
+    for radius, skip, surprise in grid:
         named, moved = [], 0
         for name, farm in sorted(farms.items()):
             flags = clustered(model, people + farm, people, radius, skip, surprise)

@@ -29,6 +29,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import random
 import shutil
@@ -1353,17 +1354,19 @@ def cross_validate(samples: list[tuple[dict, dict]]) -> None:
               f"{auc(people, machines):.3f}; against every person {auc(every, machines):.3f}")
 
 
-MODEL_VERSION = "telltale-v6"
+MODEL_VERSION = "telltale-v7"
 MODEL_PATH = REPO / "scorer" / "models" / f"{MODEL_VERSION}.json"
 
 
 def train(samples: list[tuple[dict, dict]]) -> None:
     """Fits the model on every TRAIN session of the corpus (`model.fit_gbdt`); its bias comes
     from out-of-fold scores of the cross-validation grouped by person and typist, never from the
-    sessions a model was fitted on. Writes scorer/models/telltale-v6.json and the out-of-fold
-    scores beside the cache's recordings."""
+    sessions a model was fitted on. Writes scorer/models/<MODEL_VERSION>.json and the out-of-fold
+    scores beside the cache's recordings. From telltale-v7 the file (format 2) carries the TRAIN
+    people's cohort features (`cohort_reference`), which the cohort's people test counts against."""
     import numpy as np
 
+    import cohort_rule
     import model as fit
     import pipeline
 
@@ -1376,6 +1379,7 @@ def train(samples: list[tuple[dict, dict]]) -> None:
     model["bias"] = round(fit.tune_bias(model, labels, rows, offsets=np.array([z for z, _ in oof])), 3) + 0.0
     model["description"] += (f" Trained on the recorded corpus's TRAIN chunks "
                              f"({', '.join(sorted({label['chunk'] for label in labels if 'chunk' in label}))}).")
+    model = with_cohort_reference(model, training)
     MODEL_PATH.write_text(json.dumps(model, indent=2) + "\n")
     CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / f"oof-{MODEL_VERSION}.json").write_text(json.dumps({
@@ -1383,6 +1387,32 @@ def train(samples: list[tuple[dict, dict]]) -> None:
         "sessions": [{"reference": label["reference"], "z": z, "masked_z": masked}
                      for (label, _), (z, masked) in zip(training, oof)]}) + "\n")
     log(f"wrote {MODEL_PATH.relative_to(REPO)} (bias {model['bias']} from out-of-fold scores)")
+
+
+def with_cohort_reference(model: dict, samples: list[tuple[dict, dict]]) -> dict:
+    """The model (format 2) with the TRAIN people's cohort features as its `cohort_reference`:
+    what the cohort's people test (scorer/src/cohort.rs) counts a session's alike against."""
+    import cohort_rule
+
+    people = [row for label, row in samples if label["class"] == "human"]
+    reference = {"features": cohort_rule.COHORT_FEATURES,
+                 "sessions": [[row[name] if isinstance(row.get(name), (int, float)) and math.isfinite(row[name])
+                               else None for name in cohort_rule.COHORT_FEATURES] for row in people]}
+    described = f" The cohort's people test counts against the {len(people)} TRAIN people's sessions."
+    return {"format": 2, **{k: v for k, v in model.items() if k != "format"},
+            "description": model["description"] + described, "cohort_reference": reference}
+
+
+def reference_only(samples: list[tuple[dict, dict]], base: Path) -> None:
+    """Writes MODEL_VERSION as `base`'s trees, terms, bias and ranges unchanged, with the TRAIN
+    people's cohort reference: a new version for the cohort's people test alone."""
+    model = json.loads(base.read_text())
+    model["version"] = MODEL_VERSION
+    model["description"] = model["description"].replace("Gradient-boosted", f"{base.stem}'s fit unchanged: gradient-boosted", 1)
+    model = with_cohort_reference(model, samples)
+    MODEL_PATH.write_text(json.dumps(model, indent=2) + "\n")
+    log(f"wrote {MODEL_PATH.relative_to(REPO)}: {base.name} with {len(model['cohort_reference']['sessions'])} "
+        "TRAIN people as its cohort reference")
 
 
 def families(samples: list[tuple[dict, dict]]) -> None:
@@ -1545,8 +1575,8 @@ def evaluate(models: list[Path]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["plan", "record", "status", "verify", "load", "cv", "train", "families",
-                                         "farms", "evaluate"])
+    parser.add_argument("step", choices=["plan", "record", "status", "verify", "load", "cv", "train", "reference",
+                                         "families", "farms", "evaluate"])
     parser.add_argument("--minutes", type=float, default=DEFAULT_MINUTES, help="record: the chunk's length at most")
     parser.add_argument("--workers", type=int, default=4, help="record: displays (one browser each) at once")
     parser.add_argument("--split", choices=SPLITS, help="record: this split (default: TRAIN until it is done)")
@@ -1559,7 +1589,8 @@ def main() -> None:
     parser.add_argument("--chunk", action="append", help="load: only these chunks (TRAIN only)")
     parser.add_argument("--smallest", action="store_true", help="load: only the smallest TRAIN chunk (CI)")
     parser.add_argument("--model", type=Path, action="append",
-                        help="evaluate: a model file whose version reads HOLDOUT (again for each model to compare)")
+                        help="evaluate: a model file whose version reads HOLDOUT (again for each model to compare); "
+                        "farms: the model to score with; reference: the fit to keep")
     args = parser.parse_args()
     if args.step == "plan" and args.extend:
         extend_plan()
@@ -1576,7 +1607,7 @@ def main() -> None:
         if problems:
             raise SystemExit(f"{len(problems)} problems")
         print(f"the corpus holds: {len(load_manifest()['chunks'])} chunks verified")
-    elif args.step in ("load", "cv", "train", "families", "farms"):
+    elif args.step in ("load", "cv", "train", "reference", "families", "farms"):
         manifest = load_manifest()
         chunks = chunks_of(manifest, "train", args.chunk)
         if not chunks:
@@ -1606,11 +1637,17 @@ def main() -> None:
             log(f"load, score and cv took {time.time() - started:.0f} s")
         elif args.step == "train":
             train(samples)
+        elif args.step == "reference":
+            if not args.model:
+                raise SystemExit("reference needs --model (the fit to keep)")
+            reference_only(samples, args.model[0])
         elif args.step == "families":
             families(samples)
         elif args.step == "farms":
-            log(f"each family as a farm of at most {FARM_SIZE} among the TRAIN people, built-in model:")
-            print_farms(farms(samples))
+            chosen = args.model[0] if args.model else None
+            log(f"each family as a farm of at most {FARM_SIZE} among the TRAIN people, "
+                f"{chosen.name if chosen else 'built-in model'}:")
+            print_farms(farms(samples, chosen))
     elif args.step == "evaluate":
         if not args.model:
             raise SystemExit("evaluate needs --model")

@@ -26,6 +26,19 @@
 //!   people's) is in a cluster. The score then loses [`PENALTY`] log-odds with a named reason
 //!   (`41 sessions in this survey move alike (pointing)`) and, for a cluster of fewer than
 //!   [`LARGE_CLUSTER`] sessions, goes no lower than `review` on that account alone.
+//! - **The people test** (models that carry a `cohort_reference`, from telltale-v7). A tool
+//!   that draws each session's style afresh (ghost-cursor's timing, a Perlin path's bend) makes
+//!   a farm tight on most axes and spread over one or two, which "alike on every axis" misses,
+//!   and the independent product above is far from what people do (their behaviours correlate,
+//!   hence its margin of 1000). So a second count: sessions within [`PEOPLE_RADIUS`] on every
+//!   feature but at most the modality's `people_skip`, against how many of the TRAIN people in
+//!   the model file are alike with the session in that same way (+1 smoothed, as a share of the
+//!   people placed in the modality, times the survey's placed sessions). At least
+//!   [`MIN_ALIKE`] alike and [`PEOPLE_SURPRISE`] times that expectation is a cluster too. Chosen
+//!   on the corpus's TRAIN farms and people (`lab/cohort_rule.py`, docs/scoring.md). With a
+//!   reference of n people it cannot tell chance below 1 / (n + 1), so a survey of more than
+//!   [`PEOPLE_LIMIT`] placed sessions in a modality is not given this test there (a farm would
+//!   need over [`PEOPLE_LIMIT`] x [`PEOPLE_SURPRISE`] / (n + 1) alike sessions to be found).
 //!
 //! Work: places are kept on a grid of cells [`RADIUS`] wide over the first four features a
 //! session measured, so the places alike with one are in the cells around it: a run reads those
@@ -71,6 +84,9 @@ pub struct Modality {
     /// Indexes into [`COHORT_FEATURES`].
     pub features: std::ops::Range<usize>,
     pub min_measured: usize,
+    /// Features on which two sessions may differ by more than [`PEOPLE_RADIUS`] and still be
+    /// alike in the people test.
+    pub people_skip: usize,
 }
 
 /// The cohort's modalities.
@@ -79,16 +95,19 @@ pub const MODALITIES: [Modality; 3] = [
         name: "pointing",
         features: 0..7,
         min_measured: 5,
+        people_skip: 2,
     },
     Modality {
         name: "typing",
         features: 7..12,
         min_measured: 4,
+        people_skip: 1,
     },
     Modality {
         name: "touch",
         features: 12..16,
         min_measured: 3,
+        people_skip: 1,
     },
 ];
 
@@ -111,6 +130,12 @@ pub const LARGE_CLUSTER: u32 = 20;
 pub const PENALTY: f64 = 4.0;
 /// Sessions in the cells around a session checked per session.
 pub const MAX_CHECKS: usize = 1024;
+/// Half the width of "alike" in the people test, in people's percentiles (0-1).
+pub const PEOPLE_RADIUS: f32 = 0.12;
+/// How many times the people's expected count a cluster's count must be in the people test.
+pub const PEOPLE_SURPRISE: f64 = 4.0;
+/// Placed sessions of a survey in a modality up to which the people test is made there.
+pub const PEOPLE_LIMIT: i64 = 10_000;
 
 /// A session's place in its cohort, in the modality where it stands out most.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,31 +149,66 @@ pub struct Standing {
     pub expected: f64,
     /// How many would be alike among people (uniform percentiles, independent axes).
     pub expected_reference: f64,
+    /// The people test: other sessions alike with this one within [`PEOPLE_RADIUS`] but for
+    /// the modality's `people_skip` features (0 when the test is not made).
+    pub alike_people: u32,
+    /// How many would be so alike among the model's reference people (infinite when the test
+    /// is not made).
+    pub expected_people: f64,
 }
 
 impl Standing {
     /// In a cluster: enough alike, and far more than chance, by the survey's own spread or by
     /// the people's.
     pub fn clustered(&self) -> bool {
+        self.clustered_alike() || self.clustered_by_people()
+    }
+
+    /// In a cluster by the test of alike on every feature.
+    pub(crate) fn clustered_alike(&self) -> bool {
         let alike = f64::from(self.alike);
         self.alike >= MIN_ALIKE
             && (alike >= SURPRISE * self.expected
                 || alike >= SURPRISE * REFERENCE_MARGIN * self.expected_reference)
     }
 
-    /// How far past chance it stands: the larger of its two ratios.
+    /// In a cluster by the people test.
+    pub(crate) fn clustered_by_people(&self) -> bool {
+        self.alike_people >= MIN_ALIKE
+            && f64::from(self.alike_people) >= PEOPLE_SURPRISE * self.expected_people
+    }
+
+    /// The cluster's size less the session: the count of the test that found it (the larger,
+    /// when both did).
+    pub fn cluster_alike(&self) -> u32 {
+        match (self.clustered_alike(), self.clustered_by_people()) {
+            (true, true) => self.alike.max(self.alike_people),
+            (false, true) => self.alike_people,
+            _ => self.alike,
+        }
+    }
+
+    /// How far past chance it stands: the largest of its ratios, each over its own threshold.
     fn surprise(&self) -> f64 {
         let alike = f64::from(self.alike);
+        let people = f64::from(self.alike_people) / self.expected_people.max(1e-12);
         (alike / self.expected.max(1e-12))
             .max(alike / (REFERENCE_MARGIN * self.expected_reference).max(1e-12))
+            .max(people * SURPRISE / PEOPLE_SURPRISE)
     }
 }
 
-pub use survey::standings;
+pub use survey::{People, standings};
 
 /// The score of a session given its standing: a clustered session loses [`PENALTY`] log-odds,
-/// no lower than the bottom of `review` for a cluster under [`LARGE_CLUSTER`], and its reasons
-/// start with the cluster's size.
+/// no lower than the bottom of `review` for a cluster under [`LARGE_CLUSTER`] or one only the
+/// people test found, and its reasons start with the cluster's size.
+///
+/// Why the people test never takes a session below `review` on its own: it is looser (alike
+/// within 12 points, some features free), so a person whose style lies inside a large farm's
+/// spread is alike with the farm. Measured on the corpus's TRAIN chunks scored as one survey
+/// (69 % automation): 1 of 167 people clustered, a SapiMouse person alike in pointing with 42
+/// automation sessions, who without this floor went from 95.8 to 29.4 (`automation-like`).
 pub fn adjust(model: &Model, mut score: Score, standing: Option<Standing>) -> Score {
     let Some(standing) = standing.filter(Standing::clustered) else {
         return score;
@@ -156,7 +216,8 @@ pub fn adjust(model: &Model, mut score: Score, standing: Option<Standing>) -> Sc
     let p = (score.human_score_percent / 100.0).clamp(1e-6, 1.0 - 1e-6);
     let z = (p / (1.0 - p)).ln() - PENALTY;
     let mut percent = (100.0 / (1.0 + (-z).exp()) * 100.0).round() / 100.0;
-    if standing.alike + 1 < LARGE_CLUSTER {
+    let alike = standing.cluster_alike();
+    if alike + 1 < LARGE_CLUSTER || !standing.clustered_alike() {
         let floor = model.bands.review_from.min(score.human_score_percent);
         percent = percent.max(floor);
     }
@@ -165,7 +226,7 @@ pub fn adjust(model: &Model, mut score: Score, standing: Option<Standing>) -> Sc
     score.reasons.insert(
         0,
         Reason::Cohort {
-            alike: standing.alike,
+            alike,
             modality: MODALITIES
                 .get(standing.modality)
                 .map_or("pointing", |m| m.name),

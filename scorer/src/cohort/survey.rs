@@ -17,10 +17,16 @@
 //!   stale) and this run's own. A stored session alike with a session that stands in a cluster
 //!   is in a cluster that has grown: the run scores it again ([`Stood::rescore`]).
 //!
+//! - **The people test** needs every place of the session's group, not the cells around it (it
+//!   lets features differ past the grid's reach): where a survey holds at most
+//!   [`PEOPLE_LIMIT`](super::PEOPLE_LIMIT) placed sessions in a modality, a run asks for its
+//!   groups whole ([`Cohort::probes`]) and counts against every place of the group.
+//!
 //! Sessions in one run are compared both ways; a session scored in an earlier pass of the
 //! same run does not see a later pass's sessions until a later run re-scores it.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use catalog::{
     COHORT_BINS, COHORT_UNMEASURED, CohortBin, CohortPoint, CohortProbe, StoredCohortPoint,
@@ -30,7 +36,7 @@ use rustc_hash::FxHashMap;
 
 #[cfg(test)]
 use super::RADIUS;
-use super::{COHORT_FEATURES, MAX_CHECKS, MODALITIES, Standing};
+use super::{COHORT_FEATURES, MAX_CHECKS, MODALITIES, PEOPLE_LIMIT, Standing};
 use crate::features::Features;
 use crate::model::{HumanRange, Model};
 
@@ -38,6 +44,8 @@ use crate::model::{HumanRange, Model};
 pub(crate) const UNITS: u16 = 10_000;
 /// [`RADIUS`] in those units.
 pub(crate) const RADIUS_UNITS: u16 = 300;
+/// [`PEOPLE_RADIUS`](super::PEOPLE_RADIUS) in those units.
+pub(crate) const PEOPLE_RADIUS_UNITS: u16 = 1_200;
 /// The features of a place's mask its cell spans (at most: a touch place may measure three).
 pub const CELL_AXES: usize = 4;
 /// Cells per feature: `0..CELLS` cover 0-10,000 in cells of [`RADIUS_UNITS`].
@@ -240,6 +248,53 @@ pub struct Cohort {
     /// This run's places, by group and cell.
     grid: Grid,
     in_run: HashSet<String>,
+    /// The model's reference people, when it has them: the people test.
+    people: Option<Arc<People>>,
+}
+
+/// The model's reference people ([`crate::model::CohortReference`]), placed as sessions are:
+/// their places by (modality, mask), and how many were placed in each modality.
+#[derive(Debug, Default)]
+pub struct People {
+    groups: HashMap<(u8, u32), Vec<Lanes>>,
+    placed: [usize; MODALITIES.len()],
+}
+
+impl People {
+    /// The model's people, placed by its ranges; `None` for a model without a reference.
+    pub fn new(model: &Model) -> Option<Arc<People>> {
+        let reference = model.cohort_reference.as_ref()?;
+        let placer = Placer::new(model);
+        let mut people = People::default();
+        for row in &reference.sessions {
+            let mut features = Features::unmeasured();
+            for (name, value) in reference.features.iter().zip(row) {
+                // Names were checked when the model was read.
+                features.set(name, value.unwrap_or(f64::NAN));
+            }
+            for point in placer.places(&features) {
+                people.placed[usize::from(point.modality)] += 1;
+                people
+                    .groups
+                    .entry((point.modality, point.mask))
+                    .or_default()
+                    .push(lanes_of(&point.values));
+            }
+        }
+        Some(Arc::new(people))
+    }
+
+    /// The people alike with `lanes` in the people test, and how many were placed in its
+    /// modality.
+    fn alike(&self, modality: u8, mask: u32, lanes: &Lanes, skip: usize) -> (usize, usize) {
+        let alike = self.groups.get(&(modality, mask)).map_or(0, |group| {
+            group.iter().filter(|p| alike_but(lanes, p, skip)).count()
+        });
+        (
+            alike,
+            self.placed.get(usize::from(modality)).copied().unwrap_or(0),
+        )
+    }
 }
 
 /// The widest modality: a place's values side by side in that many lanes.
@@ -276,6 +331,14 @@ fn alike(a: &Lanes, b: &Lanes) -> bool {
     a.iter()
         .zip(b)
         .fold(true, |all, (x, y)| all & (x.abs_diff(*y) <= RADIUS_UNITS))
+}
+
+/// Alike in the people test: within [`PEOPLE_RADIUS_UNITS`] on every lane but at most `skip`.
+fn alike_but(a: &Lanes, b: &Lanes, skip: usize) -> bool {
+    let far = a.iter().zip(b).fold(0usize, |far, (x, y)| {
+        far + usize::from(x.abs_diff(*y) > PEOPLE_RADIUS_UNITS)
+    });
+    far <= skip
 }
 
 /// Places sorted by (modality, mask, cell), stably (a cell's places in the order they came),
@@ -324,6 +387,17 @@ impl Grid {
         let first = row.partition_point(|e| e.key.2 < low);
         let last = row.partition_point(|e| e.key.2 <= high);
         &row[first..last]
+    }
+
+    /// Every place of (modality, mask).
+    fn group(&self, modality: u8, mask: u32) -> &[GridEntry] {
+        let first = self
+            .entries
+            .partition_point(|e| (e.key.0, e.key.1) < (modality, mask));
+        let last = self
+            .entries
+            .partition_point(|e| (e.key.0, e.key.1) <= (modality, mask));
+        &self.entries[first..last]
     }
 }
 
@@ -377,6 +451,48 @@ impl Cohort {
             }
         }
         cohort
+    }
+
+    /// The cohort with the model's reference people: the people test is made.
+    pub fn with_people(mut self, people: Option<Arc<People>>) -> Self {
+        self.people = people;
+        self
+    }
+
+    /// Placed sessions of the survey in `modality`, stored and this run's so far.
+    fn placed(&self, modality: u8) -> i64 {
+        self.spreads
+            .iter()
+            .filter(|((m, _), _)| *m == modality)
+            .map(|(_, spread)| spread.sessions)
+            .sum()
+    }
+
+    /// Whether the people test is made in `modality`: the model has people and the survey is
+    /// within [`PEOPLE_LIMIT`] there.
+    fn people_test(&self, modality: u8) -> bool {
+        self.people.is_some() && self.placed(modality) <= PEOPLE_LIMIT
+    }
+
+    /// What a pass asks the catalog for: the cells around each place ([`probes`]), or, in a
+    /// modality where the people test is made, the place's whole group (its stored places
+    /// number at most [`PEOPLE_LIMIT`]).
+    pub fn probes<'a>(
+        &self,
+        points: impl IntoIterator<Item = &'a CohortPoint>,
+    ) -> Vec<CohortProbe> {
+        let (whole, around): (Vec<&CohortPoint>, Vec<&CohortPoint>) = points
+            .into_iter()
+            .partition(|point| self.people_test(point.modality));
+        let mut found = probes(around);
+        found.extend(whole.into_iter().map(|point| CohortProbe {
+            modality: point.modality,
+            mask: point.mask,
+            cells: (0, i64::MAX),
+        }));
+        found.sort_unstable();
+        found.dedup();
+        found
     }
 
     /// Whether this run has stood the session (scored or scoring it).
@@ -519,12 +635,44 @@ impl Cohort {
                 v.saturating_add(RADIUS_UNITS).min(UNITS) - v.saturating_sub(RADIUS_UNITS),
             ) / f64::from(UNITS);
         }
-        let standing = Standing {
+        let mut standing = Standing {
             modality: usize::from(point.modality),
             alike: alike_count,
             expected: chance * others,
             expected_reference: reference * others,
+            alike_people: 0,
+            expected_people: f64::INFINITY,
         };
+        if let Some(people) = self
+            .people
+            .as_ref()
+            .filter(|_| self.people_test(point.modality))
+        {
+            let skip = MODALITIES
+                .get(usize::from(point.modality))
+                .map_or(0, |m| m.people_skip);
+            let mut alike_people = 0u32;
+            let mut stored_people = Vec::new();
+            for other in self.grid.group(point.modality, point.mask) {
+                if other.id != index && alike_but(&lanes, &other.lanes, skip) {
+                    alike_people += 1;
+                }
+            }
+            for other in stored.group(point.modality, point.mask) {
+                if alike_but(&lanes, &other.lanes, skip) {
+                    alike_people += 1;
+                    stored_people.push(other.id);
+                }
+            }
+            let (alike, placed) = people.alike(point.modality, point.mask, &lanes, skip);
+            standing.alike_people = alike_people;
+            standing.expected_people =
+                (alike as f64 + 1.0) / (placed as f64 + 1.0) * self.placed(point.modality) as f64;
+            if standing.clustered_by_people() {
+                // Every place alike with this one in the narrow sense is alike here too.
+                stored_alike = stored_people;
+            }
+        }
         Some((standing, stored_alike))
     }
 }
@@ -533,6 +681,7 @@ impl Cohort {
 /// cohort of a run over a survey scored for the first time.
 pub fn standings(model: &Model, features: &[&Features]) -> Vec<Option<Standing>> {
     let placer = Placer::new(model);
+    let people = People::new(model);
     let entrants: Vec<Entrant> = features
         .par_iter()
         .enumerate()
@@ -542,7 +691,10 @@ pub fn standings(model: &Model, features: &[&Features]) -> Vec<Option<Standing>>
             counted: false,
         })
         .collect();
-    Cohort::default().stand(&entrants, &[]).standings
+    Cohort::default()
+        .with_people(people)
+        .stand(&entrants, &[])
+        .standings
 }
 
 #[cfg(test)]

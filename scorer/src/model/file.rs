@@ -186,6 +186,48 @@ pub struct HumanRange {
     pub quantiles: Vec<f64>,
 }
 
+/// The TRAIN people's values of some features, one row a session (`null` where a session did
+/// not measure one): the cohort's people test ([`crate::cohort`]) places each row as it places a
+/// session and counts how many people are alike with a session, so how often people resemble
+/// each other is read off people, with their correlations across features, not assumed.
+/// Aggregates of a session each, as `human_ranges`' quantiles are: no event, key or path.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CohortReference {
+    pub features: Vec<String>,
+    pub sessions: Vec<Vec<Option<f64>>>,
+}
+
+impl CohortReference {
+    pub(super) fn check(&self) -> Result<(), &'static str> {
+        if self
+            .features
+            .iter()
+            .enumerate()
+            .any(|(i, name)| self.features[..i].contains(name))
+        {
+            return Err("a feature is named twice");
+        }
+        if self
+            .sessions
+            .iter()
+            .any(|row| row.len() != self.features.len())
+        {
+            return Err("a session's row does not have one value per feature");
+        }
+        if self
+            .sessions
+            .iter()
+            .flatten()
+            .flatten()
+            .any(|v| !v.is_finite())
+        {
+            return Err("a value is not finite");
+        }
+        Ok(())
+    }
+}
+
 impl HumanRange {
     pub(super) fn check(&self) -> Result<(), &'static str> {
         if self.quantiles.len() < 2 {

@@ -30,7 +30,9 @@ use crate::features::Features;
 mod file;
 mod walk;
 
-pub use file::{Bands, Deviation, Evidence, HumanRange, Node, Side, Term, Transform, Tree};
+pub use file::{
+    Bands, CohortReference, Deviation, Evidence, HumanRange, Node, Side, Term, Transform, Tree,
+};
 use walk::{Layout, SplitRead};
 
 /// The model shipped with the binary; `modelVersion` is its `version`.
@@ -47,8 +49,9 @@ pub const REASONS_PER_SCORE: usize = 3;
 /// The model file format this release reads: a file's `format` (absent: 1) above it was
 /// written for a newer release and is refused with [`ModelError::NewerFormat`]. Raised when a
 /// file gains a field an older release would misread; a field older releases may ignore does
-/// not need it.
-pub const MODEL_FORMAT: u32 = 1;
+/// not need it. Format 2: `cohort_reference` (a release of format 1 would refuse the unknown
+/// field with a parse error rather than say why).
+pub const MODEL_FORMAT: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -71,6 +74,8 @@ pub enum ModelError {
     Evidence(String, &'static str),
     #[error("the human range of {0:?} is not valid: {1}")]
     HumanRange(String, &'static str),
+    #[error("the cohort reference is not valid: {0}")]
+    CohortReference(&'static str),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -100,6 +105,10 @@ pub struct Model {
     /// none before telltale-v4. Scores never read them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub human_ranges: Vec<HumanRange>,
+    /// The TRAIN people the cohort's people test compares a session with (files of format 2,
+    /// from telltale-v7); without it, that test is not made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cohort_reference: Option<CohortReference>,
     /// Feature indexes of terms and evidence, and the trees' layout, resolved when read.
     #[serde(skip)]
     resolved: Lookup,
@@ -306,6 +315,12 @@ impl Model {
             {
                 return Err(ModelError::HumanRange(range.feature.clone(), "named twice"));
             }
+        }
+        if let Some(reference) = &model.cohort_reference {
+            for name in &reference.features {
+                index(name)?;
+            }
+            reference.check().map_err(ModelError::CohortReference)?;
         }
         for (number, tree) in model.trees.iter().enumerate() {
             file::check_tree(tree).map_err(|why| ModelError::Tree(number, why.to_owned()))?;

@@ -642,11 +642,11 @@ fn a_model_files_numbers_parse_exactly_so_a_split_at_a_training_value_goes_left(
 #[test]
 fn a_model_file_of_a_newer_format_is_refused_before_its_fields_are_read() {
     // A field this release does not know would fail the parse; the format is read first.
-    let newer = r#"{"format":2,"version":"t","description":"","bias":0,
-        "bands":{"review_from":30,"human_from":70},"terms":[],"a_field_of_format_2":[]}"#;
+    let newer = r#"{"format":3,"version":"t","description":"","bias":0,
+        "bands":{"review_from":30,"human_from":70},"terms":[],"a_field_of_format_3":[]}"#;
     match Model::from_json(newer) {
         Err(ModelError::NewerFormat { found, known }) => {
-            assert_eq!((found, known), (2, MODEL_FORMAT));
+            assert_eq!((found, known), (3, MODEL_FORMAT));
         }
         other => panic!("not refused as a newer format: {other:?}"),
     }
@@ -655,8 +655,8 @@ fn a_model_file_of_a_newer_format_is_refused_before_its_fields_are_read() {
         .map(|error| error.to_string())
         .unwrap_or_default();
     assert!(message.contains("newer release"), "{message}");
-    // Format 1, stated or not (every file before the field), reads as before.
-    for format in ["", r#""format":1,"#] {
+    // Format 1, stated or not (every file before the field), and 2 read as before.
+    for format in ["", r#""format":1,"#, r#""format":2,"#] {
         let current = format!(
             r#"{{{format}"version":"t","description":"","bias":0,
                 "bands":{{"review_from":30,"human_from":70}},"terms":[]}}"#
@@ -664,4 +664,35 @@ fn a_model_file_of_a_newer_format_is_refused_before_its_fields_are_read() {
         Model::from_json(&current).expect("a format-1 model");
     }
     assert!(Model::default_model().expect("built-in").format.is_none());
+}
+
+#[test]
+fn a_cohort_reference_is_checked() {
+    let with = |reference: &str| {
+        Model::from_json(&format!(
+            r#"{{"format":2,"version":"t","description":"","bias":0,
+                "bands":{{"review_from":30,"human_from":70}},"terms":[],
+                "cohort_reference":{reference}}}"#
+        ))
+    };
+    let model = with(r#"{"features":["key_hold_mean_ms","key_flight_mean_ms"],"sessions":[[90.5,null],[101,180]]}"#)
+        .expect("a reference");
+    assert_eq!(model.cohort_reference.expect("kept").sessions.len(), 2);
+    for (bad, why) in [
+        (
+            r#"{"features":["no_such_feature"],"sessions":[]}"#,
+            "no_such_feature",
+        ),
+        (
+            r#"{"features":["key_hold_mean_ms","key_hold_mean_ms"],"sessions":[]}"#,
+            "twice",
+        ),
+        (
+            r#"{"features":["key_hold_mean_ms"],"sessions":[[1,2]]}"#,
+            "one value per feature",
+        ),
+    ] {
+        let message = with(bad).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains(why), "{bad}: {message}");
+    }
 }

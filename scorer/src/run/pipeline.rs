@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::plan::{EventsFile, PlannedSession, pass_files, passes_of, rescored};
 use super::{RunError, Scorer, Stop};
-use crate::cohort::survey::{self, Cohort, Entrant, Placer};
+use crate::cohort::survey::{Cohort, Entrant, People, Placer};
 use crate::cohort::{self, Standing};
 use crate::features::{self, Features};
 use crate::model::Model;
@@ -87,7 +87,7 @@ impl Scorer {
         // The survey's cohort as earlier runs left it: its spread now, its places probed pass
         // by pass.
         let bins = self.catalog.cohort_bins(&run.survey_id).await?;
-        let mut cohort = Cohort::new(&bins);
+        let mut cohort = Cohort::new(&bins).with_people(People::new(&self.model));
         let mut rescore: BTreeSet<String> = BTreeSet::new();
         let mut passes = Passes {
             files: &files,
@@ -200,7 +200,7 @@ impl Scorer {
         let featurize = async {
             let computed = featurize(self.model.clone(), work).await?;
             let stored = if probe {
-                let probes = survey::probes(
+                let probes = cohort.probes(
                     computed
                         .iter()
                         .filter_map(|result| result.as_ref().ok())
@@ -376,7 +376,7 @@ async fn score_sessions(
                 let (reference, features, standing, places) = featured?;
                 let cluster = standing
                     .filter(Standing::clustered)
-                    .map(|s| (s.modality as u8, s.alike));
+                    .map(|s| (s.modality as u8, s.cluster_alike()));
                 let score = cohort::adjust(&model, model.score(&features), standing);
                 Ok(ScoredSession {
                     reference,
