@@ -25,6 +25,9 @@ pub mod sqlite;
 
 use async_trait::async_trait;
 
+/// What a gated write waits for before it commits (`Runs::record_scores_when`): true to commit.
+pub type Ready<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>>;
+
 pub use ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 pub use keys::{IntegrationKeySecret, KeyPrefix, Scope};
 pub use model::*;
@@ -274,6 +277,24 @@ pub trait Runs: Send + Sync {
         run: &RunId,
         owner: &str,
         scores: &[NewScore],
+    ) -> Result<bool> {
+        let ready: Ready<'_> = Box::pin(std::future::ready(true));
+        self.record_scores_when(survey, run, owner, scores, ready)
+            .await
+    }
+
+    /// `record_scores`, committed only once `ready` yields true: the rows are written in the
+    /// transaction while the caller does what must land first (a scoring run's lake files), and
+    /// the transaction is rolled back, returning false, when `ready` yields false. The
+    /// transaction holds the catalog's write lock (SQLite) or the run's row (PostgreSQL) while it
+    /// waits, so `ready` must not wait on the catalog.
+    async fn record_scores_when(
+        &self,
+        survey: &SurveyId,
+        run: &RunId,
+        owner: &str,
+        scores: &[NewScore],
+        ready: Ready<'_>,
     ) -> Result<bool>;
 
     /// The survey's cohort spread: every non-empty bin of the places of its scored sessions

@@ -133,6 +133,7 @@ conformance!(
     deletions_tombstone_at_once_and_retry_until_they_fail,
     concurrent_starts_on_two_instances_create_one_active_run,
     a_run_is_fenced_to_its_current_owner,
+    a_gated_record_commits_only_once_ready,
     the_api_limit_holds_across_instances,
     tombstones_polled_by_id_miss_none_under_concurrent_requests,
     scores_and_erasure_show_in_lookup,
@@ -303,6 +304,75 @@ async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
             .has_active_scoring_run(&survey.id)
             .await
             .expect("active")
+    );
+}
+
+/// A scoring run writes its scores while its lake files are committed, and commits them only
+/// once those landed: a record whose gate says no leaves nothing behind.
+async fn a_gated_record_commits_only_once_ready(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let survey = new_survey(catalog).await;
+    let (run, _) = catalog
+        .start_scoring_run(&survey.id, false)
+        .await
+        .expect("start");
+    catalog
+        .claim_scoring_run(&run.id, "w", 60_000)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    let score = NewScore {
+        reference: REFERENCE.to_owned(),
+        human_score_percent: 40.0,
+        score_band: "review".to_owned(),
+        scored_at: 7,
+        model_version: "m".to_owned(),
+        run_id: run.id.clone(),
+        cohort: Vec::new(),
+        reasons: Vec::new(),
+        cluster: None,
+    };
+    let refused: catalog::Ready<'_> = Box::pin(async { false });
+    assert!(
+        !catalog
+            .record_scores_when(
+                &survey.id,
+                &run.id,
+                "w",
+                std::slice::from_ref(&score),
+                refused
+            )
+            .await
+            .expect("record"),
+        "a gate that says no commits nothing"
+    );
+    assert!(
+        catalog
+            .run_references(&survey.id, &run.id)
+            .await
+            .expect("references")
+            .is_empty()
+    );
+    // The gate opens later, while the rows wait in the transaction.
+    let (open, opened) = tokio::sync::oneshot::channel::<bool>();
+    let later: catalog::Ready<'_> = Box::pin(async move { opened.await.unwrap_or(false) });
+    let opener = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        open.send(true).expect("the record waits");
+    });
+    assert!(
+        catalog
+            .record_scores_when(&survey.id, &run.id, "w", &[score], later)
+            .await
+            .expect("record")
+    );
+    opener.await.expect("opener");
+    assert_eq!(
+        catalog
+            .run_references(&survey.id, &run.id)
+            .await
+            .expect("references"),
+        vec![REFERENCE.to_owned()]
     );
 }
 

@@ -9,11 +9,15 @@
 //! `cargo bench --workspace --bench survey_cohort` (`BENCH_SURVEY_SESSIONS=100000` for a quick
 //! look). Target: the cohort's part of "1,000 new sessions in a 1,000,000-session survey within
 //! 2 s"; what the scan and the catalog's plan cost on top is `scoring_run`'s to measure.
+//!
+//! `BENCH_MODEL=scorer/models/telltale-v7.json` (a model file with people, `cohort_reference`)
+//! with `BENCH_SURVEY_SESSIONS=10000` times the people test where it is most costly: a survey
+//! at `PEOPLE_LIMIT`, where a run reads each new session's group whole.
 
 use std::time::Instant;
 
 use catalog::{NewScore, Organizations, Runs, SqliteCatalog, Surveys};
-use scorer::cohort::survey::{self, Cohort, Entrant, Placer};
+use scorer::cohort::survey::{Cohort, Entrant, People, Placer};
 use scorer::model::Model;
 use scorer::synthetic::{Rng, cohort_farm, cohort_people};
 
@@ -35,7 +39,19 @@ fn main() {
 async fn bench() -> Result<(), Box<dyn std::error::Error>> {
     let stored_sessions = env_number("BENCH_SURVEY_SESSIONS", 1_000_000);
     let new_sessions = env_number("BENCH_NEW_SESSIONS", 1_000);
-    let model = Model::default_model()?;
+    let model = match std::env::var_os("BENCH_MODEL") {
+        Some(path) => Model::from_json(&std::fs::read_to_string(path)?)?,
+        None => Model::default_model()?,
+    };
+    println!(
+        "model {}; people test {}",
+        model.version,
+        if People::new(&model).is_some() {
+            "made where a modality has at most 10,000 places"
+        } else {
+            "not made (no people in the model)"
+        }
+    );
     let placer = Placer::new(&model);
     let mut rng = Rng::new(56);
     let dir = std::env::temp_dir().join(format!("survey-cohort-{}", std::process::id()));
@@ -101,10 +117,11 @@ async fn bench() -> Result<(), Box<dyn std::error::Error>> {
         let started = Instant::now();
         let bins = catalog.cohort_bins(&survey.id).await?;
         let read_bins = started.elapsed();
-        let probes = survey::probes(entrants.iter().flat_map(|e| &e.places));
+        // As a run builds it (`run::pipeline`): the people test where the model has people.
+        let mut cohort = Cohort::new(&bins).with_people(People::new(&model));
+        let probes = cohort.probes(entrants.iter().flat_map(|e| &e.places));
         let found = catalog.probe_cohort(&survey.id, &probes).await?;
         let probed = started.elapsed();
-        let mut cohort = Cohort::new(&bins);
         let stood = cohort.stand(&entrants, &found);
         let total = started.elapsed();
         timings.push(total.as_secs_f64());

@@ -421,12 +421,13 @@ crate::shared::impl_surveys!(PgCatalog, {
 });
 
 crate::shared::impl_runs!(PgCatalog, {
-    async fn record_scores(
+    async fn record_scores_when(
         &self,
         survey: &SurveyId,
         run: &RunId,
         owner: &str,
         scores: &[NewScore],
+        ready: crate::Ready<'_>,
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         // The fence: only the run's current owner may publish. `FOR SHARE` holds the run row
@@ -540,6 +541,10 @@ crate::shared::impl_runs!(PgCatalog, {
             .execute(&mut *tx)
             .await?;
             Self::replace_cohort_points(&mut tx, survey.as_str(), &scores).await?;
+        }
+        if !ready.await {
+            tx.rollback().await?;
+            return Ok(false);
         }
         tx.commit().await?;
         Ok(true)

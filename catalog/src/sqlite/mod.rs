@@ -358,12 +358,13 @@ crate::shared::impl_surveys!(SqliteCatalog, {
 });
 
 crate::shared::impl_runs!(SqliteCatalog, {
-    async fn record_scores(
+    async fn record_scores_when(
         &self,
         survey: &SurveyId,
         run: &RunId,
         owner: &str,
         scores: &[NewScore],
+        ready: crate::Ready<'_>,
     ) -> Result<bool> {
         // IMMEDIATE: the fence is read and the scores written under the write lock taken at
         // the start. A deferred transaction that reads first fails with SQLITE_BUSY_SNAPSHOT
@@ -446,6 +447,10 @@ crate::shared::impl_runs!(SqliteCatalog, {
             summaries.build().execute(&mut *tx).await?;
         }
         Self::replace_cohort_points(&mut tx, survey.as_str(), &scores).await?;
+        if !ready.await {
+            tx.rollback().await?;
+            return Ok(false);
+        }
         tx.commit().await?;
         Ok(true)
     }

@@ -3,6 +3,8 @@
 //! never recorded, so that lookup and the lake agree.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use catalog::{NewScore, RunId, RunProgress, ScoringRun};
 use lake::{NewFile, TableKind, tables};
@@ -11,6 +13,10 @@ use parking_lot::Mutex;
 use super::pipeline::{Computed, Phases};
 use super::{RunError, Scorer, Stop};
 use crate::tables::{ScoredSession, features_batch, scores_batch};
+
+/// How long a step's catalog record, its rows written, waits for the step's lake files before
+/// it rolls back and records again after them (`Scorer::publish`).
+const RECORD_WAITS_FOR_LAKE: Duration = Duration::from_secs(1);
 
 impl Scorer {
     /// Takes back what an earlier attempt at this run wrote to the lake but never recorded in
@@ -103,61 +109,56 @@ impl Scorer {
         let now = catalog::now_millis();
         let survey = run.survey_id.as_str();
         let run_id = run.id.as_str();
-        let mut uploads = Vec::new();
-        if !scored.is_empty() {
-            let features = features_batch(survey, run_id, now, &scored)?;
-            let scores = scores_batch(survey, run_id, &self.model.version, now, &scored)?;
-            let rows = scored.len() as u64;
-            let encode = |kind: TableKind, batch| async move {
-                let bytes =
-                    tokio::task::spawn_blocking(move || tables::encode(kind, &batch)).await??;
-                let file = step_file(kind, survey, run_id, attempt, sequence, bytes.len(), rows);
-                Ok::<_, Stop>((kind, (bytes, file)))
-            };
-            let (features, scores) = tokio::join!(
-                encode(TableKind::Features, features),
-                encode(TableKind::Scores, scores)
-            );
-            uploads.push(features?);
-            uploads.push(scores?);
-        }
         let new_scores = score_records(&scored, &run.id, &self.model.version, now);
         // The lake first, then the fenced record: an attempt that dies in between leaves
         // files its successor removes (`remove_unpublished`); the other order would leave
-        // scores lookup reports and the lake never gets. The two tables' publications (each an
-        // fsync or a round trip to the object store, not CPU) run side by side.
-        let publications = uploads.into_iter().map(|(kind, upload)| async move {
-            let path = upload.1.path.clone();
+        // scores lookup reports and the lake never gets. The record's rows are written while
+        // the files are encoded and committed, and its transaction commits once they landed
+        // (`record_scores_when`): the two overlap, the order of their commits holds.
+        let (landed, ready) = tokio::sync::oneshot::channel::<bool>();
+        let lake_side = async {
             let outcome = self
-                .lake
-                .table(kind)
-                .publish(lake::Change::Append, vec![upload], &[], None)
+                .publish_files(survey, run_id, attempt, sequence, now, &scored)
                 .await;
-            (kind, path, outcome)
-        });
-        let mut committed = Vec::new();
-        let mut published = Ok(true);
-        for (kind, path, outcome) in futures::future::join_all(publications).await {
-            match outcome {
-                Ok(lake::Publication::Published(_)) => committed.push((kind, path)),
-                // A step's files are new names, never a replay: nothing else is possible.
-                Ok(lake::Publication::Conflict | lake::Publication::AlreadyApplied) => {}
-                // It may have landed all the same: the next attempt's `remove_unpublished` looks
-                // at the table; the object stays until then.
-                Ok(lake::Publication::Uncertain(error)) | Err(error) => {
-                    published = Err(Stop::from(error));
-                }
-            }
-        }
-        if matches!(published, Ok(true)) {
+            let _ = landed.send(outcome.1.is_ok());
+            outcome
+        };
+        // The transaction holds SQLite's write lock while it waits: it waits for the lake at
+        // most RECORD_WAITS_FOR_LAKE once its rows are in, then gives the lock back and records
+        // again after the files landed (a slow object store must not stall the catalog's other
+        // writers for longer than that).
+        let waited_out = AtomicBool::new(false);
+        let record_side = async {
             let recording = std::time::Instant::now();
-            published = self
+            let ready: catalog::Ready<'_> = Box::pin(async {
+                match tokio::time::timeout(RECORD_WAITS_FOR_LAKE, ready).await {
+                    Ok(landed) => landed.unwrap_or(false),
+                    Err(_) => {
+                        waited_out.store(true, Ordering::Relaxed);
+                        false
+                    }
+                }
+            });
+            let recorded = self
+                .catalog
+                .record_scores_when(&run.survey_id, &run.id, &self.owner, &new_scores, ready)
+                .await
+                .map_err(Stop::from);
+            (recorded, recording.elapsed())
+        };
+        let ((committed, files), (mut recorded, recording)) = tokio::join!(lake_side, record_side);
+        phases.record += recording;
+        if files.is_ok() && matches!(recorded, Ok(false)) && waited_out.load(Ordering::Relaxed) {
+            let recording = std::time::Instant::now();
+            recorded = self
                 .catalog
                 .record_scores(&run.survey_id, &run.id, &self.owner, &new_scores)
                 .await
                 .map_err(Stop::from);
             phases.record += recording.elapsed();
         }
+        // The lake's failure first: the record was rolled back for it.
+        let published = files.and(recorded);
         if !matches!(published, Ok(true)) {
             // Not recorded: the files are not data. Take them back now rather than leave them
             // to the next attempt (which would, with `remove_unpublished`).
@@ -186,6 +187,67 @@ impl Scorer {
         p.failed += failures.len() as u64;
         p.failures.extend(failures);
         Ok(())
+    }
+
+    /// Encodes a step's features and scores files and commits each to its table, side by
+    /// side (each an fsync or a round trip to the object store, not CPU). Answers the files
+    /// committed, and whether both were.
+    async fn publish_files(
+        &self,
+        survey: &str,
+        run_id: &str,
+        attempt: &str,
+        sequence: usize,
+        now: i64,
+        scored: &[ScoredSession],
+    ) -> (Vec<(TableKind, String)>, Result<(), Stop>) {
+        let mut committed = Vec::new();
+        if scored.is_empty() {
+            return (committed, Ok(()));
+        }
+        let encoded = async {
+            let features = features_batch(survey, run_id, now, scored)?;
+            let scores = scores_batch(survey, run_id, &self.model.version, now, scored)?;
+            let rows = scored.len() as u64;
+            let encode = |kind: TableKind, batch| async move {
+                let bytes =
+                    tokio::task::spawn_blocking(move || tables::encode(kind, &batch)).await??;
+                let file = step_file(kind, survey, run_id, attempt, sequence, bytes.len(), rows);
+                Ok::<_, Stop>((kind, (bytes, file)))
+            };
+            let (features, scores) = tokio::join!(
+                encode(TableKind::Features, features),
+                encode(TableKind::Scores, scores)
+            );
+            Ok::<_, Stop>(vec![features?, scores?])
+        };
+        let uploads = match encoded.await {
+            Ok(uploads) => uploads,
+            Err(stop) => return (committed, Err(stop)),
+        };
+        let publications = uploads.into_iter().map(|(kind, upload)| async move {
+            let path = upload.1.path.clone();
+            let outcome = self
+                .lake
+                .table(kind)
+                .publish(lake::Change::Append, vec![upload], &[], None)
+                .await;
+            (kind, path, outcome)
+        });
+        let mut published = Ok(());
+        for (kind, path, outcome) in futures::future::join_all(publications).await {
+            match outcome {
+                Ok(lake::Publication::Published(_)) => committed.push((kind, path)),
+                // A step's files are new names, never a replay: nothing else is possible.
+                Ok(lake::Publication::Conflict | lake::Publication::AlreadyApplied) => {}
+                // It may have landed all the same: the next attempt's `remove_unpublished` looks
+                // at the table; the object stays until then.
+                Ok(lake::Publication::Uncertain(error)) | Err(error) => {
+                    published = Err(Stop::from(error));
+                }
+            }
+        }
+        (committed, published)
     }
 }
 
