@@ -335,6 +335,15 @@ pub const COHORT_BINS: u16 = 100;
 /// A value of a [`CohortPoint`] the session did not measure.
 pub const COHORT_UNMEASURED: u16 = u16::MAX;
 
+/// The key of one of a reference's stored places, but the survey and the reference: what
+/// `reference_summaries` keeps of them so that they are found without an index by reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CohortCell {
+    pub modality: u8,
+    pub mask: u32,
+    pub cell: i64,
+}
+
 /// A scored session's place in one modality of its survey's cohort (the scorer's
 /// `cohort::survey` decides what each field means; the catalog keeps and finds them): which
 /// features it measured (`mask`), the grid cell it lies in (`cell`, what a probe asks for), and

@@ -231,7 +231,6 @@ pub(crate) fn scored_reference(row: &impl Columns) -> Result<ScoredReference> {
     })
 }
 
-/// Saturates rather than wraps: counts and sizes never come near `i64::MAX`.
 /// A `cohort_points` row's point (columns `modality`, `mask`, `cell`, `point`).
 pub(crate) fn cohort_point(row: &impl Columns) -> Result<CohortPoint> {
     let corrupt = |column: &str| Error::Corrupt(format!("cohort point {column}"));
@@ -243,6 +242,39 @@ pub(crate) fn cohort_point(row: &impl Columns) -> Result<CohortPoint> {
     })
 }
 
+/// Where a reference's places are kept (`reference_summaries.cohort_cells`): the primary key of
+/// each of its `cohort_points` rows but the survey and the reference, as a JSON array of
+/// `[modality, mask, cell]`; NULL when it has none. Its points are found, replaced and erased by
+/// these keys (`cohort_points` has no index by reference).
+pub(crate) fn cohort_cells_json(points: &[CohortPoint]) -> Option<String> {
+    if points.is_empty() {
+        return None;
+    }
+    let cells: Vec<(u8, u32, i64)> = points
+        .iter()
+        .map(|p| (p.modality, p.mask, p.cell))
+        .collect();
+    serde_json::to_string(&cells).ok()
+}
+
+/// The keys [`cohort_cells_json`] wrote.
+pub(crate) fn cohort_cells(text: Option<&str>) -> Result<Vec<CohortCell>> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let cells: Vec<(u8, u32, i64)> = serde_json::from_str(text)
+        .map_err(|error| Error::Corrupt(format!("cohort cells of a reference: {error}")))?;
+    Ok(cells
+        .into_iter()
+        .map(|(modality, mask, cell)| CohortCell {
+            modality,
+            mask,
+            cell,
+        })
+        .collect())
+}
+
+/// Saturates rather than wraps: counts and sizes never come near `i64::MAX`.
 pub(crate) fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }

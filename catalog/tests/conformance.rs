@@ -77,6 +77,16 @@ async fn sqlite() -> Fixture {
 }
 
 async fn postgres() -> Fixture {
+    let (url, store) = postgres_database().await;
+    Fixture {
+        catalog: catalog::open(&url).await.expect("open postgres"),
+        url,
+        _store: store,
+    }
+}
+
+/// A fresh database on the suite's server: its URL, and the store that drops it.
+async fn postgres_database() -> (String, Store) {
     use sqlx::Connection;
     let admin_url = std::env::var("TELLTALE_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
@@ -96,11 +106,7 @@ async fn postgres() -> Fixture {
         admin_url,
         database,
     };
-    Fixture {
-        catalog: catalog::open(&url).await.expect("open postgres"),
-        url,
-        _store: store,
-    }
+    (url, store)
 }
 
 /// Runs each named test once per backend, as `sqlite::NAME` and `postgres::NAME`.
@@ -1707,5 +1713,167 @@ async fn a_restore_redoes_every_deletion_and_sqlite_copies_itself(fixture: Fixtu
                 .len(),
             1
         );
+    }
+}
+
+/// A catalog migrated before `reference_summaries.cohort_cells` (SQLite's 0013, PostgreSQL's
+/// 0010) had its places found by an index by reference; the migration writes each scored
+/// reference's keys, so that a score that replaces them and an erasure still take them all.
+mod places_stored_before_cohort_cells {
+    use super::*;
+
+    const SURVEY: &str = "0123456789abcdef01234567";
+    /// The catalog as an older release left it: two scored references, "a" with a pointing
+    /// and a typing place, "b" with a pointing one, and the bins of the three.
+    const SEED: &[&str] = &[
+        "INSERT INTO reference_summaries (survey_id, reference, human_score_percent, score_band,
+                                          scored_at, model_version, cluster_modality, cohort_alike)
+         VALUES ('0123456789abcdef01234567', 'a', 10, 'automation-like', 1, 'm', 0, 6),
+                ('0123456789abcdef01234567', 'b', 90, 'human-like', 1, 'm', NULL, NULL)",
+        "INSERT INTO cohort_points (survey_id, modality, mask, cell, reference, point)
+         VALUES ('0123456789abcdef01234567', 0, 7, 10, 'a', '\\x6400c8002c01'),
+                ('0123456789abcdef01234567', 1, 7, 4, 'a', '\\x9600fa000f27'),
+                ('0123456789abcdef01234567', 0, 7, 11, 'b', '\\x7800dc004001')",
+        "INSERT INTO cohort_bins (survey_id, modality, mask, axis, bin, sessions)
+         VALUES ('0123456789abcdef01234567', 0, 7, 0, 1, 2),
+                ('0123456789abcdef01234567', 0, 7, 1, 2, 2),
+                ('0123456789abcdef01234567', 0, 7, 2, 3, 2),
+                ('0123456789abcdef01234567', 1, 7, 0, 1, 1),
+                ('0123456789abcdef01234567', 1, 7, 1, 2, 1)",
+    ];
+
+    async fn check(catalog: &dyn Catalog) {
+        let survey = SurveyId::parse(SURVEY).expect("survey id");
+        let everything = |modality| CohortProbe {
+            modality,
+            mask: 7,
+            cells: (i64::MIN, i64::MAX),
+        };
+        let found = || async {
+            let mut found: Vec<(String, u8, i64)> = catalog
+                .probe_cohort(&survey, &[everything(0), everything(1)])
+                .await
+                .expect("probe")
+                .into_iter()
+                .map(|s| (s.reference, s.point.modality, s.point.cell))
+                .collect();
+            found.sort();
+            found
+        };
+        assert_eq!(found().await.len(), 3);
+        // The desk finds the clustered reference's place through its keys.
+        let clustered = catalog.clustered_places(&survey).await.expect("desk");
+        assert_eq!(
+            clustered
+                .iter()
+                .map(|p| (p.reference.as_str(), p.point.cell))
+                .collect::<Vec<_>>(),
+            [("a", 10)]
+        );
+        // "b" scored again with a place elsewhere: its old one goes.
+        let (run, _) = catalog
+            .start_scoring_run(&survey, false)
+            .await
+            .expect("start");
+        catalog
+            .claim_scoring_run(&run.id, "w", 60_000)
+            .await
+            .expect("claim")
+            .expect("claimed");
+        let score = NewScore {
+            reference: "b".to_owned(),
+            human_score_percent: 80.0,
+            score_band: "human-like".to_owned(),
+            scored_at: 2,
+            model_version: "m".to_owned(),
+            run_id: run.id.clone(),
+            cohort: vec![CohortPoint {
+                modality: 0,
+                mask: 7,
+                cell: 30,
+                values: vec![3_000, 3_000, 3_000],
+            }],
+            reasons: Vec::new(),
+            cluster: None,
+        };
+        assert!(
+            catalog
+                .record_scores(&survey, &run.id, "w", &[score])
+                .await
+                .expect("record")
+        );
+        // "a" erased: both its places and their counts go.
+        let erasure = SessionErasure {
+            survey_id: survey.clone(),
+            reference: "a".to_owned(),
+            identifiers: Vec::new(),
+            identifier_hashes: Vec::new(),
+        };
+        catalog.erase_session_rows(&erasure).await.expect("erase");
+        assert_eq!(found().await, [("b".to_owned(), 0, 30)]);
+        let bins: i64 = catalog
+            .cohort_bins(&survey)
+            .await
+            .expect("bins")
+            .iter()
+            .map(|b| b.sessions)
+            .sum();
+        assert_eq!(bins, 3, "one place of three axes is left");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("catalog.db");
+        {
+            let options = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&path)
+                .create_if_missing(true);
+            let pool = sqlx::SqlitePool::connect_with(options).await.expect("pool");
+            let mut older = sqlx::migrate!("./migrations/sqlite");
+            older.migrations = older
+                .migrations
+                .iter()
+                .filter(|m| m.version < 13)
+                .cloned()
+                .collect::<Vec<_>>()
+                .into();
+            older.run(&pool).await.expect("older migrations");
+            for statement in SEED {
+                // SQLite reads the points' bytes from hex literals.
+                let statement = statement.replace("'\\x", "x'");
+                sqlx::query(&statement).execute(&pool).await.expect("seed");
+            }
+            pool.close().await;
+        }
+        let catalog = catalog::open(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("open migrates");
+        check(catalog.as_ref()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        let fixture_url = {
+            // A fresh database, as the suite's fixture makes, migrated by the older release.
+            let fixture = super::postgres_database().await;
+            let pool = sqlx::PgPool::connect(&fixture.0).await.expect("pool");
+            let mut older = sqlx::migrate!("./migrations/postgres");
+            older.migrations = older
+                .migrations
+                .iter()
+                .filter(|m| m.version < 10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .into();
+            older.run(&pool).await.expect("older migrations");
+            for statement in SEED {
+                sqlx::query(statement).execute(&pool).await.expect("seed");
+            }
+            pool.close().await;
+            fixture
+        };
+        let catalog = catalog::open(&fixture_url.0).await.expect("open migrates");
+        check(catalog.as_ref()).await;
     }
 }

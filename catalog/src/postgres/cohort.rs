@@ -1,25 +1,57 @@
 //! The survey's cohort kept across runs (`cohort_points`, `cohort_bins`; migration 0007): each
-//! scored session's places, found by grid cell, and the survey's spread in percentile bins.
+//! scored session's places, found by grid cell, and the survey's spread in percentile bins. A
+//! reference's places are found by the keys its summary keeps (`cohort_cells`, migration
+//! 0010), as on SQLite.
 
 use sqlx::Row;
 
 use super::PgCatalog;
 use crate::Result;
 use crate::model::{
-    CohortBin, CohortPoint, CohortProbe, NewScore, StoredCohortPoint, cohort_bin_deltas,
+    CohortBin, CohortCell, CohortPoint, CohortProbe, NewScore, StoredCohortPoint, cohort_bin_deltas,
 };
 use crate::rows;
 
 impl PgCatalog {
+    /// The keys of the places `references` have stored (`reference_summaries.cohort_cells`),
+    /// each with its reference. Read before a record writes their summaries.
+    pub(crate) async fn stored_cells(
+        tx: &mut sqlx::PgConnection,
+        survey: &str,
+        references: &[String],
+    ) -> Result<Vec<(String, CohortCell)>> {
+        if references.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT reference, cohort_cells FROM reference_summaries
+             WHERE survey_id = $1 AND reference = ANY($2::text[]) AND cohort_cells IS NOT NULL",
+        )
+        .bind(survey)
+        .bind(references)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut cells = Vec::new();
+        for row in rows {
+            let reference: String = row.try_get("reference")?;
+            let text: Option<String> = row.try_get("cohort_cells")?;
+            for cell in rows::cohort_cells(text.as_deref())? {
+                cells.push((reference.clone(), cell));
+            }
+        }
+        Ok(cells)
+    }
+
     /// Replaces the points of each reference of `scores` (one score a reference) with the ones
-    /// it carries, and moves the survey's bins with them.
+    /// it carries, and moves the survey's bins with them; `had` are the keys of the points they
+    /// had ([`Self::stored_cells`]).
     pub(crate) async fn replace_cohort_points(
         tx: &mut sqlx::PgConnection,
         survey: &str,
         scores: &[&NewScore],
+        had: &[(String, CohortCell)],
     ) -> Result<()> {
-        let references: Vec<String> = scores.iter().map(|s| s.reference.clone()).collect();
-        let removed = Self::take_cohort_points(tx, survey, &references).await?;
+        let removed = Self::take_cohort_points(tx, survey, had).await?;
         let added: Vec<(&str, &CohortPoint)> = scores
             .iter()
             .flat_map(|s| s.cohort.iter().map(|p| (s.reference.as_str(), p)))
@@ -65,32 +97,48 @@ impl PgCatalog {
         Self::move_cohort_bins(tx, survey, &cohort_bin_deltas(&removed, &added)).await
     }
 
-    /// Erases a reference's points and takes them out of the survey's bins.
+    /// Erases a reference's points and takes them out of the survey's bins (before its summary
+    /// row, which keeps their keys, is deleted).
     pub(crate) async fn erase_cohort_points(
         tx: &mut sqlx::PgConnection,
         survey: &str,
         reference: &str,
     ) -> Result<()> {
-        let removed = Self::take_cohort_points(tx, survey, &[reference.to_owned()]).await?;
+        let had = Self::stored_cells(tx, survey, &[reference.to_owned()]).await?;
+        let removed = Self::take_cohort_points(tx, survey, &had).await?;
         Self::move_cohort_bins(tx, survey, &cohort_bin_deltas(&removed, &[])).await
     }
 
-    /// Deletes the points of `references`, returning them.
+    /// Deletes the points of these keys, returning them: one primary-key descent each.
     async fn take_cohort_points(
         tx: &mut sqlx::PgConnection,
         survey: &str,
-        references: &[String],
+        keys: &[(String, CohortCell)],
     ) -> Result<Vec<CohortPoint>> {
-        if references.is_empty() {
+        if keys.is_empty() {
             return Ok(Vec::new());
         }
         let rows = sqlx::query(
-            "DELETE FROM cohort_points
-             WHERE survey_id = $1 AND reference = ANY($2::text[])
-             RETURNING modality, mask, cell, point",
+            "DELETE FROM cohort_points c
+             USING unnest($2::int8[], $3::int8[], $4::int8[], $5::text[])
+                   AS k(modality, mask, cell, reference)
+             WHERE c.survey_id = $1 AND c.modality = k.modality AND c.mask = k.mask
+               AND c.cell = k.cell AND c.reference = k.reference
+             RETURNING c.modality, c.mask, c.cell, c.point",
         )
         .bind(survey)
-        .bind(references)
+        .bind(
+            keys.iter()
+                .map(|(_, c)| i64::from(c.modality))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            keys.iter()
+                .map(|(_, c)| i64::from(c.mask))
+                .collect::<Vec<_>>(),
+        )
+        .bind(keys.iter().map(|(_, c)| c.cell).collect::<Vec<_>>())
+        .bind(keys.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>())
         .fetch_all(&mut *tx)
         .await?;
         rows.iter().map(rows::cohort_point).collect()

@@ -453,6 +453,8 @@ crate::shared::impl_runs!(PgCatalog, {
         // In reference order: the indexes are written front to back, and rows are locked in
         // one order whoever writes them.
         scores.sort_unstable_by(|a, b| a.reference.cmp(&b.reference));
+        let references: Vec<String> = scores.iter().map(|s| s.reference.clone()).collect();
+        let had = Self::stored_cells(&mut tx, survey.as_str(), &references).await?;
         if !scores.is_empty() {
             // The scores, and what a lookup answers of each (`reference_summaries`), in one
             // statement.
@@ -470,14 +472,15 @@ crate::shared::impl_runs!(PgCatalog, {
                          run_id = excluded.run_id
                      RETURNING survey_id, reference, human_score_percent, score_band, scored_at,
                                model_version),
-                 desk (reference, reasons, cluster_modality, cohort_alike) AS (
-                     SELECT * FROM unnest($2::text[], $8::text[], $9::int8[], $10::int8[]))
+                 desk (reference, reasons, cluster_modality, cohort_alike, cohort_cells) AS (
+                     SELECT * FROM unnest($2::text[], $8::text[], $9::int8[], $10::int8[],
+                                          $11::text[]))
                  INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
                                                   score_band, scored_at, model_version, reasons,
-                                                  cluster_modality, cohort_alike)
+                                                  cluster_modality, cohort_alike, cohort_cells)
                  SELECT s.survey_id, s.reference, s.human_score_percent, s.score_band,
                         s.scored_at, s.model_version, d.reasons, d.cluster_modality,
-                        d.cohort_alike
+                        d.cohort_alike, d.cohort_cells
                  FROM scored s JOIN desk d ON d.reference = s.reference
                  ON CONFLICT (survey_id, reference) DO UPDATE SET
                      human_score_percent = excluded.human_score_percent,
@@ -486,7 +489,8 @@ crate::shared::impl_runs!(PgCatalog, {
                      model_version = excluded.model_version,
                      reasons = excluded.reasons,
                      cluster_modality = excluded.cluster_modality,
-                     cohort_alike = excluded.cohort_alike",
+                     cohort_alike = excluded.cohort_alike,
+                     cohort_cells = excluded.cohort_cells",
             )
             .bind(survey.as_str())
             .bind(
@@ -538,9 +542,15 @@ crate::shared::impl_runs!(PgCatalog, {
                     .map(|s| s.cluster.map(|(_, alike)| i64::from(alike)))
                     .collect::<Vec<_>>(),
             )
+            .bind(
+                scores
+                    .iter()
+                    .map(|s| rows::cohort_cells_json(&s.cohort))
+                    .collect::<Vec<_>>(),
+            )
             .execute(&mut *tx)
             .await?;
-            Self::replace_cohort_points(&mut tx, survey.as_str(), &scores).await?;
+            Self::replace_cohort_points(&mut tx, survey.as_str(), &scores, &had).await?;
         }
         if !ready.await {
             tx.rollback().await?;

@@ -125,11 +125,12 @@ macro_rules! impl_desk {
             }
 
             async fn clustered_places(&self, survey: &SurveyId) -> Result<Vec<ClusteredPlace>> {
+                // The clustered references (few) with the keys of their places, then the place
+                // of each in the modality it clustered in, found by its cell (`cohort_points`
+                // has no index by reference).
                 let rows = sqlx::query(
-                    "SELECT r.reference, p.modality, p.mask, p.cell, p.point
+                    "SELECT r.reference, r.cluster_modality, r.cohort_cells
                      FROM reference_summaries r
-                     JOIN cohort_points p ON p.survey_id = r.survey_id AND p.reference = r.reference
-                                         AND p.modality = r.cluster_modality
                      WHERE r.survey_id = $1 AND r.cluster_modality IS NOT NULL
                        AND NOT EXISTS (SELECT 1 FROM tombstones t
                                        WHERE t.survey_id = r.survey_id AND t.reference = r.reference)",
@@ -137,14 +138,39 @@ macro_rules! impl_desk {
                 .bind(survey.as_str())
                 .fetch_all(&self.pool)
                 .await?;
-                rows.iter()
-                    .map(|row| {
-                        Ok(ClusteredPlace {
-                            reference: rows::Columns::text(row, "reference")?,
-                            point: rows::cohort_point(row)?,
-                        })
+                let mut wanted = std::collections::HashSet::new();
+                let mut probes = Vec::new();
+                for row in &rows {
+                    let reference = $crate::rows::Columns::text(row, "reference")?;
+                    let modality = $crate::rows::Columns::int(row, "cluster_modality")?;
+                    let cells = $crate::rows::Columns::opt_text(row, "cohort_cells")?;
+                    for cell in $crate::rows::cohort_cells(cells.as_deref())? {
+                        if i64::from(cell.modality) == modality {
+                            probes.push($crate::model::CohortProbe {
+                                modality: cell.modality,
+                                mask: cell.mask,
+                                cells: (cell.cell, cell.cell),
+                            });
+                            wanted.insert((reference.clone(), cell.modality));
+                        }
+                    }
+                }
+                probes.sort_unstable();
+                probes.dedup();
+                let mut places: Vec<ClusteredPlace> = self
+                    .find_cohort_points(survey.as_str(), &probes)
+                    .await?
+                    .into_iter()
+                    .filter(|found| wanted.contains(&(found.reference.clone(), found.point.modality)))
+                    .map(|found| ClusteredPlace {
+                        reference: found.reference,
+                        point: found.point,
                     })
-                    .collect()
+                    .collect();
+                places.sort_unstable_by(|a, b| {
+                    (a.point.modality, &a.reference).cmp(&(b.point.modality, &b.reference))
+                });
+                Ok(places)
             }
         }
     };

@@ -1,25 +1,58 @@
 //! The survey's cohort kept across runs (`cohort_points`, `cohort_bins`; migration 0010): each
-//! scored session's places, found by grid cell, and the survey's spread in percentile bins.
+//! scored session's places, found by grid cell, and the survey's spread in percentile bins. A
+//! reference's places are found by the keys its summary keeps (`cohort_cells`, migration 0013),
+//! not by an index: a run writes the places in cell order, and a second B-tree in reference
+//! order cost a full run's record 0.6 s of 2 s.
 
 use sqlx::{QueryBuilder, Row};
 
 use super::{MAX_ROWS_PER_STATEMENT, RECORD_ROWS_PER_STATEMENT, SqliteCatalog, serde_json_array};
 use crate::Result;
 use crate::model::{
-    CohortBin, CohortPoint, CohortProbe, NewScore, StoredCohortPoint, cohort_bin_deltas,
+    CohortBin, CohortCell, CohortPoint, CohortProbe, NewScore, StoredCohortPoint, cohort_bin_deltas,
 };
 use crate::rows;
 
 impl SqliteCatalog {
+    /// The keys of the places `references` have stored (`reference_summaries.cohort_cells`),
+    /// each with its reference. Read before a record writes their summaries.
+    pub(crate) async fn stored_cells(
+        tx: &mut sqlx::SqliteConnection,
+        survey: &str,
+        references: &[String],
+    ) -> Result<Vec<(String, CohortCell)>> {
+        let mut cells = Vec::new();
+        for chunk in references.chunks(MAX_ROWS_PER_STATEMENT) {
+            let rows = sqlx::query(
+                "SELECT reference, cohort_cells FROM reference_summaries
+                 WHERE survey_id = $1 AND reference IN (SELECT value FROM json_each($2))
+                   AND cohort_cells IS NOT NULL",
+            )
+            .bind(survey)
+            .bind(serde_json_array(chunk))
+            .fetch_all(&mut *tx)
+            .await?;
+            for row in rows {
+                let reference: String = row.try_get("reference")?;
+                let text: Option<String> = row.try_get("cohort_cells")?;
+                for cell in rows::cohort_cells(text.as_deref())? {
+                    cells.push((reference.clone(), cell));
+                }
+            }
+        }
+        Ok(cells)
+    }
+
     /// Replaces the points of each reference of `scores` with the ones it carries, and moves
-    /// the survey's bins with them.
+    /// the survey's bins with them; `had` are the keys of the points they had
+    /// ([`Self::stored_cells`]).
     pub(crate) async fn replace_cohort_points(
         tx: &mut sqlx::SqliteConnection,
         survey: &str,
         scores: &[&NewScore],
+        had: &[(String, CohortCell)],
     ) -> Result<()> {
-        let references: Vec<String> = scores.iter().map(|s| s.reference.clone()).collect();
-        let removed = Self::take_cohort_points(tx, survey, &references).await?;
+        let removed = Self::take_cohort_points(tx, survey, had).await?;
         let mut added: Vec<(&str, &CohortPoint)> = scores
             .iter()
             .flat_map(|s| s.cohort.iter().map(|p| (s.reference.as_str(), p)))
@@ -45,28 +78,39 @@ impl SqliteCatalog {
         Self::move_cohort_bins(tx, survey, &cohort_bin_deltas(&removed, &added)).await
     }
 
-    /// Erases a reference's points and takes them out of the survey's bins.
+    /// Erases a reference's points and takes them out of the survey's bins (before its summary
+    /// row, which keeps their keys, is deleted).
     pub(crate) async fn erase_cohort_points(
         tx: &mut sqlx::SqliteConnection,
         survey: &str,
         reference: &str,
     ) -> Result<()> {
-        let removed = Self::take_cohort_points(tx, survey, &[reference.to_owned()]).await?;
+        let had = Self::stored_cells(tx, survey, &[reference.to_owned()]).await?;
+        let removed = Self::take_cohort_points(tx, survey, &had).await?;
         Self::move_cohort_bins(tx, survey, &cohort_bin_deltas(&removed, &[])).await
     }
 
-    /// Deletes the points of `references`, returning them.
+    /// Deletes the points of these keys, returning them: one primary-key descent each.
     async fn take_cohort_points(
         tx: &mut sqlx::SqliteConnection,
         survey: &str,
-        references: &[String],
+        keys: &[(String, CohortCell)],
     ) -> Result<Vec<CohortPoint>> {
         let mut taken = Vec::new();
-        for chunk in references.chunks(MAX_ROWS_PER_STATEMENT) {
-            let list = serde_json_array(chunk);
+        for chunk in keys.chunks(MAX_ROWS_PER_STATEMENT) {
+            let list: Vec<(u8, u32, i64, &str)> = chunk
+                .iter()
+                .map(|(reference, c)| (c.modality, c.mask, c.cell, reference.as_str()))
+                .collect();
+            let list = serde_json::to_string(&list)
+                .map_err(|error| crate::Error::Corrupt(format!("cohort keys: {error}")))?;
             let rows = sqlx::query(
                 "DELETE FROM cohort_points
-                 WHERE survey_id = $1 AND reference IN (SELECT value FROM json_each($2))
+                 WHERE survey_id = $1
+                   AND (modality, mask, cell, reference) IN
+                       (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+                               json_extract(value, '$[2]'), json_extract(value, '$[3]')
+                        FROM json_each($2))
                  RETURNING modality, mask, cell, point",
             )
             .bind(survey)

@@ -27,7 +27,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 /// SQLite bounds the number of bound parameters per statement; lookups are at most 100
 /// references, but batched writes are chunked below this.
 const MAX_ROWS_PER_STATEMENT: usize = 500;
-/// Rows a statement of a run's record writes (at most 9 parameters a row, within SQLite's
+/// Rows a statement of a run's record writes (at most 10 parameters a row, within SQLite's
 /// 32,766).
 const RECORD_ROWS_PER_STATEMENT: usize = 2000;
 
@@ -395,6 +395,8 @@ crate::shared::impl_runs!(SqliteCatalog, {
         }
         let mut scores: Vec<&NewScore> = last_of.into_values().collect();
         scores.sort_unstable_by(|a, b| a.reference.cmp(&b.reference));
+        let references: Vec<String> = scores.iter().map(|s| s.reference.clone()).collect();
+        let had = Self::stored_cells(&mut tx, survey.as_str(), &references).await?;
         for chunk in scores.chunks(RECORD_ROWS_PER_STATEMENT) {
             let mut insert = QueryBuilder::new(
                 "INSERT INTO session_scores (survey_id, reference, human_score_percent, score_band,
@@ -421,7 +423,7 @@ crate::shared::impl_runs!(SqliteCatalog, {
             let mut summaries = QueryBuilder::new(
                 "INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
                                                   score_band, scored_at, model_version, reasons,
-                                                  cluster_modality, cohort_alike) ",
+                                                  cluster_modality, cohort_alike, cohort_cells) ",
             );
             summaries.push_values(chunk, |mut row, score| {
                 row.push_bind(survey.as_str())
@@ -432,7 +434,8 @@ crate::shared::impl_runs!(SqliteCatalog, {
                     .push_bind(&score.model_version)
                     .push_bind(rows::reasons_json(&score.reasons))
                     .push_bind(score.cluster.map(|(modality, _)| i64::from(modality)))
-                    .push_bind(score.cluster.map(|(_, alike)| i64::from(alike)));
+                    .push_bind(score.cluster.map(|(_, alike)| i64::from(alike)))
+                    .push_bind(rows::cohort_cells_json(&score.cohort));
             });
             summaries.push(
                 " ON CONFLICT (survey_id, reference) DO UPDATE SET
@@ -442,11 +445,12 @@ crate::shared::impl_runs!(SqliteCatalog, {
                      model_version = excluded.model_version,
                      reasons = excluded.reasons,
                      cluster_modality = excluded.cluster_modality,
-                     cohort_alike = excluded.cohort_alike",
+                     cohort_alike = excluded.cohort_alike,
+                     cohort_cells = excluded.cohort_cells",
             );
             summaries.build().execute(&mut *tx).await?;
         }
-        Self::replace_cohort_points(&mut tx, survey.as_str(), &scores).await?;
+        Self::replace_cohort_points(&mut tx, survey.as_str(), &scores, &had).await?;
         if !ready.await {
             tx.rollback().await?;
             return Ok(false);
