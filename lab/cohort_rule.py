@@ -82,7 +82,7 @@ def alike(places: np.ndarray, x: np.ndarray, radius: float, skip: int) -> np.nda
 
 
 def clustered(model: dict, survey: list[tuple[dict, dict]], reference: list[tuple[dict, dict]],
-              radius: float, skip, surprise: float) -> np.ndarray:
+              radius: float, skip, surprise: float, minimum_alike: int = MIN_ALIKE) -> np.ndarray:
     """Which of the survey's sessions the candidate rule clusters, in any modality."""
     out = np.zeros(len(survey), bool)
     skips = skip if isinstance(skip, tuple) else (skip,) * len(MODALITIES)
@@ -97,7 +97,7 @@ def clustered(model: dict, survey: list[tuple[dict, dict]], reference: list[tupl
         for i in np.where(placed)[0]:
             label = survey[i][0]
             count = int(alike(survey_places, places[i], radius, skip).sum()) - 1
-            if count < MIN_ALIKE:
+            if count < minimum_alike:
                 continue
             usable = people_folds != corpus.fold_of(label) if label["class"] == "human" else np.ones(len(people), bool)
             by_chance = (alike(people[usable], places[i], radius, skip).sum() + 1) / (usable.sum() + 1)
@@ -115,11 +115,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=HERE.parent / "scorer" / "models" / "telltale-v4.json",
                         help="the model file whose human_ranges place the sessions")
-    parser.add_argument("rules", nargs="*", help="R,skip,S (percentile points, features left out (one number, or "
-                        "pointing:typing:touch), surprise)")
+    parser.add_argument("rules", nargs="*", help="R,skip,S[,A] (percentile points, features left out (one number, "
+                        "or pointing:typing:touch), surprise, and the fewest others alike, 5 unless given)")
     args = parser.parse_args()
-    grid = [(float(r), tuple(int(x) for x in k.split(":")) if ":" in k else int(k), float(s))
-            for r, k, s in (rule.split(",") for rule in args.rules)] or GRID
+    grid = [(float(r), tuple(int(x) for x in k.split(":")) if ":" in k else int(k), float(s),
+             int(rest[0]) if rest else MIN_ALIKE)
+            for r, k, s, *rest in (rule.split(",") for rule in args.rules)] or [g + (MIN_ALIKE,) for g in GRID]
     model = json.loads(args.model.read_text())
     samples = corpus.corpus_samples(corpus.chunks_of(corpus.load_manifest(), "train"), None)
     people = [(label, row) for label, row in samples if label["class"] == "human"]
@@ -132,15 +133,15 @@ def main() -> None:
     # S is bounded by the reference's size: with about a hundred people placed, a session alike
     # with none of them is expected (1 / 100) x N times, so a farm of 20 in a survey of 187 is at
     # most about 10 times what chance gives.
-    for radius, skip, surprise in grid:
+    for radius, skip, surprise, minimum in grid:
         named, moved = [], 0
         for name, farm in sorted(farms.items()):
-            flags = clustered(model, people + farm, people, radius, skip, surprise)
+            flags = clustered(model, people + farm, people, radius, skip, surprise, minimum)
             named.append(f"{name} {int(flags[len(people):].sum())}/{len(farm)}")
             moved = max(moved, int(flags[:len(people)].sum()))
         every = people + others + [s for farm in farms.values() for s in farm]
-        flags = clustered(model, every, people, radius, skip, surprise)
-        print(f"R {radius}, skip {skip}, S {surprise}: " + ", ".join(named)
+        flags = clustered(model, every, people, radius, skip, surprise, minimum)
+        print(f"R {radius}, skip {skip}, S {surprise}, A {minimum}: " + ", ".join(named)
               + f"; people clustered, worst farm survey {moved}; all TRAIN as one survey: people "
               f"{int(flags[:len(people)].sum())}, other automation {int(flags[len(people):len(people) + len(others)].sum())}"
               f"/{len(others)}, farms {int(flags[len(people) + len(others):].sum())}/{len(every) - len(people) - len(others)}",
