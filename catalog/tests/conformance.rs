@@ -1723,9 +1723,15 @@ mod places_stored_before_cohort_cells {
     use super::*;
 
     const SURVEY: &str = "0123456789abcdef01234567";
-    /// The catalog as an older release left it: two scored references, "a" with a pointing
+    /// The catalog as an older release left it: a survey with two scored references, "a" with a pointing
     /// and a typing place, "b" with a pointing one, and the bins of the three.
     const SEED: &[&str] = &[
+        "INSERT INTO organizations (id, name, created_at)
+         VALUES ('fedcba9876543210fedcba98', 'o', 1)",
+        "INSERT INTO surveys (id, organization_id, external_survey_id, name, tracking_key,
+                              created_at, updated_at)
+         VALUES ('0123456789abcdef01234567', 'fedcba9876543210fedcba98', 's', 'S',
+                 'aaaaaaaaaaaaaaaaaaaaaaaa', 1, 1)",
         "INSERT INTO reference_summaries (survey_id, reference, human_score_percent, score_band,
                                           scored_at, model_version, cluster_modality, cohort_alike)
          VALUES ('0123456789abcdef01234567', 'a', 10, 'automation-like', 1, 'm', 0, 6),
