@@ -274,6 +274,16 @@ pub(crate) fn cohort_cells(text: Option<&str>) -> Result<Vec<CohortCell>> {
         .collect())
 }
 
+/// A row's `reference` with each key of its `cohort_cells`.
+pub(crate) fn reference_cells(row: &impl Columns) -> Result<Vec<(String, CohortCell)>> {
+    let reference = row.text("reference")?;
+    let cells = cohort_cells(row.opt_text("cohort_cells")?.as_deref())?;
+    Ok(cells
+        .into_iter()
+        .map(|cell| (reference.clone(), cell))
+        .collect())
+}
+
 /// Saturates rather than wraps: counts and sizes never come near `i64::MAX`.
 pub(crate) fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)

@@ -141,17 +141,15 @@ macro_rules! impl_desk {
                 let mut wanted = std::collections::HashSet::new();
                 let mut probes = Vec::new();
                 for row in &rows {
-                    let reference = $crate::rows::Columns::text(row, "reference")?;
                     let modality = $crate::rows::Columns::int(row, "cluster_modality")?;
-                    let cells = $crate::rows::Columns::opt_text(row, "cohort_cells")?;
-                    for cell in $crate::rows::cohort_cells(cells.as_deref())? {
+                    for (reference, cell) in $crate::rows::reference_cells(row)? {
                         if i64::from(cell.modality) == modality {
                             probes.push($crate::model::CohortProbe {
                                 modality: cell.modality,
                                 mask: cell.mask,
                                 cells: (cell.cell, cell.cell),
                             });
-                            wanted.insert((reference.clone(), cell.modality));
+                            wanted.insert((reference, cell.modality));
                         }
                     }
                 }

@@ -32,12 +32,8 @@ impl SqliteCatalog {
             .bind(serde_json_array(chunk))
             .fetch_all(&mut *tx)
             .await?;
-            for row in rows {
-                let reference: String = row.try_get("reference")?;
-                let text: Option<String> = row.try_get("cohort_cells")?;
-                for cell in rows::cohort_cells(text.as_deref())? {
-                    cells.push((reference.clone(), cell));
-                }
+            for row in &rows {
+                cells.extend(rows::reference_cells(row)?);
             }
         }
         Ok(cells)
