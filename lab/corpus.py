@@ -76,8 +76,8 @@ AUTOMATION = {
 # cohort must name in a survey of HOLDOUT people. Extensions only append: `phone` counts new
 # seeds, `redteam` the family's total.
 EXTENSION = {
-    "train": {"mouse": 60, "library_xtest": 9, "phone": 12, "redteam": 0, "farms": 20},
-    "holdout": {"mouse": 40, "library_xtest": 6, "phone": 0, "redteam": 20, "farms": 0},
+    "train": {"mouse": 60, "library_xtest": 9, "phone": 12, "redteam": 0, "farms": 20, "repeats": True},
+    "holdout": {"mouse": 40, "library_xtest": 6, "phone": 0, "redteam": 20, "farms": 0, "repeats": False},
 }
 MOUSE_SEED_OFFSET = 1000
 PHONE_SEED_OFFSET = 2000
@@ -101,6 +101,14 @@ TRAIN_FARMS = {
     "cdp-touch": ("phone", {"driver": "cdp", "path": "none", "typing": "population", "pacing": "human",
                             "modality": "touch"}),
 }
+# The fourth (after chunk 008): a second session of every TRAIN SapiMouse person, on the next
+# layout, as the first plan gives every HOLDOUT SapiMouse person (`build_plan`). The HOLDOUT read
+# of telltale-v7 found people clustered with their own repeated sessions (3.2 sessions a person in
+# a HOLDOUT farm survey), where TRAIN had about one session a person: a rule that tells a person's
+# repeats from a farm had nothing on TRAIN to be chosen on (docs/evaluation.md). The repeat types
+# with its first session's typist and replays the second half of the person's movements first
+# (block 1 of 2); its first session started at the beginning of them, so the two may share
+# movements where HOLDOUT's pairs do not (a harder case than HOLDOUT's, not an easier one).
 # HOLDOUT-only automation written by the red team without reading the model, the features or the
 # generators (lab/redteam/README.md); the input path each drives through.
 REDTEAM_TOOLS = {"pptr-stealth": "devtools", "pw-keyboard": "devtools", "pw-touch": "devtools",
@@ -306,6 +314,27 @@ def extension_entries(split: str) -> list[dict]:
             entry = factorial_entry(split, layout, design)
             entry.update(id=f"farm/{farm}/{design['seed']}", farm=farm, forced=dict(factors))
             entries.append(entry)
+    if counts["repeats"]:
+        entries += repeat_entries(split)
+    return entries
+
+
+def repeat_entries(split: str) -> list[dict]:
+    """A second mouse session, on the next layout, of each SapiMouse person of the split (the
+    fourth extension)."""
+    people = [entry for entry in load_plan() if entry["split"] == split and entry["kind"] == "person"
+              and entry["mode"] == "mouse" and entry["swap_of"] is None and entry["person"].startswith("sapimouse/")]
+    firsts = [entry for entry in people if entry["id"].endswith("/0")]
+    have = {entry["person"] for entry in people if entry["id"].endswith("/1")}
+    entries = []
+    for first in firsts:
+        if first["person"] in have:
+            continue
+        layout = DESKTOP_LAYOUTS[(DESKTOP_LAYOUTS.index(first["layout"]) + 1) % 3]
+        key = f"{first['person']}/{layout}/1"
+        entries.append({"id": f"replay/{key}", "split": split, "class": "human", "kind": "person", "layout": layout,
+                        "mode": "mouse", "person": first["person"], "typist": first["typist"], "draws": key,
+                        "block": [1, 2], "swap_of": None, "repeat_of": first["id"]})
     return entries
 
 
