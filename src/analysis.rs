@@ -421,7 +421,7 @@ struct FeatureRow {
 /// `telltale score-features`: scores sessions from their feature rows (JSON lines, read from
 /// `file` or standard input) as one survey's scoring run would score them: the cohort of all of
 /// them first (`scorer::cohort`), then the model, each with the product's own code. Prints one
-/// JSON line a session: reference, score, band, reasons and the cohort's count.
+/// JSON line a session: reference, score, band, reasons and the cohort's counts and modality.
 pub fn score_features(file: Option<&std::path::Path>, scoring: &ScoringArgs) -> anyhow::Result<()> {
     let model = load_model(scoring)?;
     let reader: Box<dyn std::io::BufRead> = match file {
@@ -474,6 +474,15 @@ pub fn score_features(file: Option<&std::path::Path>, scoring: &ScoringArgs) -> 
                 "reasons": reasons,
                 "cohortAlike": standing.map(|s| s.alike),
                 "clustered": standing.is_some_and(|s| s.clustered()),
+                // Where the session stands out most, and the people test's count there, so an
+                // evaluation can say in which modality and by which test a session was found.
+                "cohortModality": standing
+                    .and_then(|s| scorer::cohort::MODALITIES.get(s.modality))
+                    .map(|m| m.name),
+                "cohortAlikePeople": standing.map(|s| s.alike_people),
+                "cohortExpectedPeople": standing
+                    .map(|s| s.expected_people)
+                    .filter(|e| e.is_finite()),
             }),
         )?;
         out.write_all(b"\n")?;

@@ -108,6 +108,16 @@ async fn recorded_traffic_moves_to_another_deployment_and_scores_from_its_rows_a
         assert_eq!(mine["scoreBand"], row["score_band"], "{mine} {row}");
         assert_eq!(mine["reasons"], row["reasons"], "{mine} {row}");
         clustered += usize::from(mine["clustered"] == json!(true));
+        if mine["clustered"] == json!(true) {
+            // A clustered session says in which modality it was found.
+            assert!(
+                matches!(
+                    mine["cohortModality"].as_str(),
+                    Some("pointing" | "typing" | "touch")
+                ),
+                "{mine}"
+            );
+        }
     }
     assert_eq!(clustered, 12, "the farm is named by the cohort of the rows");
 
