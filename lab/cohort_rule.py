@@ -117,6 +117,8 @@ def main() -> None:
                         help="the model file whose human_ranges place the sessions")
     parser.add_argument("rules", nargs="*", help="R,skip,S[,A] (percentile points, features left out (one number, "
                         "or pointing:typing:touch), surprise, and the fewest others alike, 5 unless given)")
+    parser.add_argument("--people", action="store_true",
+                        help="also name the people each rule clusters, with their sessions in the survey")
     args = parser.parse_args()
     grid = [(float(r), tuple(int(x) for x in k.split(":")) if ":" in k else int(k), float(s),
              int(rest[0]) if rest else MIN_ALIKE)
@@ -133,12 +135,20 @@ def main() -> None:
     # S is bounded by the reference's size: with about a hundred people placed, a session alike
     # with none of them is expected (1 / 100) x N times, so a farm of 20 in a survey of 187 is at
     # most about 10 times what chance gives.
+    sessions_of = {}
+    for label, _ in people:
+        sessions_of[label["person"]] = sessions_of.get(label["person"], 0) + 1
+    repeated = sum(count > 1 for count in sessions_of.values())
+    print(f"TRAIN people: {len(sessions_of)}, {repeated} of them with more than one session")
     for radius, skip, surprise, minimum in grid:
-        named, moved = [], 0
+        named, moved, who = [], 0, {}
         for name, farm in sorted(farms.items()):
             flags = clustered(model, people + farm, people, radius, skip, surprise, minimum)
             named.append(f"{name} {int(flags[len(people):].sum())}/{len(farm)}")
             moved = max(moved, int(flags[:len(people)].sum()))
+            for (label, _), flag in zip(people, flags[:len(people)]):
+                if flag:
+                    who.setdefault(label["person"], set()).add(name)
         every = people + others + [s for farm in farms.values() for s in farm]
         flags = clustered(model, every, people, radius, skip, surprise, minimum)
         print(f"R {radius}, skip {skip}, S {surprise}, A {minimum}: " + ", ".join(named)
@@ -146,6 +156,10 @@ def main() -> None:
               f"{int(flags[:len(people)].sum())}, other automation {int(flags[len(people):len(people) + len(others)].sum())}"
               f"/{len(others)}, farms {int(flags[len(people) + len(others):].sum())}/{len(every) - len(people) - len(others)}",
               flush=True)
+        if args.people:
+            for person, surveys in sorted(who.items()):
+                print(f"    {person} ({sessions_of[person]} sessions): clustered in {len(surveys)} of {len(farms)} "
+                      "farm surveys", flush=True)
 
 
 if __name__ == "__main__":

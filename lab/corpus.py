@@ -1523,9 +1523,23 @@ def farms(samples: list[tuple[dict, dict]], model: Path | None = None, size: int
                        "named_rate": corpus_report.rate(named, bool),
                        "people_moved": corpus_report.rate(moved, bool),
                        "moved": sorted(label["person"] for (label, _), m in zip(people, moved) if m),
+                       # Each moved person's session: how it moved, and the cohort's finding (in
+                       # which modality, the people test's counts), beside how many sessions of
+                       # the same person the survey holds.
+                       "moved_sessions": [moved_session(label, alone[label["reference"]], scores[label["reference"]],
+                                                        people)
+                                          for (label, _), m in zip(people, moved) if m],
                        "not_human_like": corpus_report.rate([scores[label["reference"]]["humanScorePercent"]
                                                              for label, _ in farm], lambda v: v < 70.0)}
     return out
+
+
+def moved_session(label: dict, alone: dict, scored: dict, people: list[tuple[dict, dict]]) -> dict:
+    return {"person": label["person"], "reference": label["reference"], "layout": label.get("layout"),
+            "band_alone": alone["scoreBand"], "band": scored["scoreBand"], "clustered": bool(scored.get("clustered")),
+            "modality": scored.get("cohortModality"), "alike_people": scored.get("cohortAlikePeople"),
+            "expected_people": scored.get("cohortExpectedPeople"),
+            "same_person_sessions": sum(other["person"] == label["person"] for other, _ in people)}
 
 
 def print_farms(result: dict) -> None:
