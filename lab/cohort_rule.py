@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -135,9 +136,7 @@ def main() -> None:
     # S is bounded by the reference's size: with about a hundred people placed, a session alike
     # with none of them is expected (1 / 100) x N times, so a farm of 20 in a survey of 187 is at
     # most about 10 times what chance gives.
-    sessions_of = {}
-    for label, _ in people:
-        sessions_of[label["person"]] = sessions_of.get(label["person"], 0) + 1
+    sessions_of = Counter(label["person"] for label, _ in people)
     repeated = sum(count > 1 for count in sessions_of.values())
     print(f"TRAIN people: {len(sessions_of)}, {repeated} of them with more than one session")
     for radius, skip, surprise, minimum in grid:

@@ -103,10 +103,10 @@ TRAIN_FARMS = {
 }
 # The fourth (after chunk 008): a second session of every TRAIN SapiMouse person, on the next
 # layout, as the first plan gives every HOLDOUT SapiMouse person (`build_plan`). The HOLDOUT read
-# of telltale-v7 found people clustered with their own repeated sessions (3.2 sessions a person in
-# a HOLDOUT farm survey), where TRAIN had about one session a person: a rule that tells a person's
-# repeats from a farm had nothing on TRAIN to be chosen on (docs/evaluation.md). The repeat types
-# with its first session's typist and replays the second half of the person's movements first
+# of telltale-v7 moved the same few people in every farm survey, one of them with two sessions
+# there (3.2 sessions a person in a HOLDOUT farm survey), where TRAIN had about one session a
+# person, so TRAIN could not say whether repeats were why (docs/evaluation.md: they were not).
+# The repeat types with its first session's typist and replays the second half of the person's movements first
 # (block 1 of 2); its first session started at the beginning of them, so the two may share
 # movements where HOLDOUT's pairs do not (a harder case than HOLDOUT's, not an easier one).
 # HOLDOUT-only automation written by the red team without reading the model, the features or the
