@@ -137,6 +137,24 @@ pub trait Organizations: Send + Sync {
     /// unknown or revoked key or a wrong secret.
     async fn authenticate(&self, secret: &IntegrationKeySecret)
     -> Result<Option<AuthenticatedKey>>;
+
+    /// [`Organizations::authenticate`], then [`Organizations::admit_api_request`] for the key
+    /// it resolves (a wrong secret or a revoked key is never counted). A backend that counts
+    /// requests answers both in one round trip: every integration request pays for it.
+    async fn authenticate_and_admit(
+        &self,
+        secret: &IntegrationKeySecret,
+        limit: u32,
+        window_ms: i64,
+    ) -> Result<Option<(AuthenticatedKey, ApiAdmission)>> {
+        let Some(key) = self.authenticate(secret).await? else {
+            return Ok(None);
+        };
+        let admission = self
+            .admit_api_request(&key.key.prefix, limit, window_ms)
+            .await?;
+        Ok(Some((key, admission)))
+    }
 }
 
 /// Surveys, the sessions the collector saw in them (per-identifier statistics, the log
@@ -437,7 +455,8 @@ pub trait Fleet: Send + Sync {
 
     /// Folds the backend's own log into its main storage after a burst of writes, if nothing
     /// prevents it right now; returns whether it did (for SQLite: a `TRUNCATE` checkpoint, so
-    /// reads stop going through the write-ahead log, see `SqliteCatalog::checkpoint`).
+    /// reads stop going through the write-ahead log, see `SqliteCatalog::checkpoint`; for
+    /// PostgreSQL: a vacuum of the tables a run writes, see `PgCatalog::checkpoint`).
     async fn checkpoint(&self) -> Result<bool>;
 }
 

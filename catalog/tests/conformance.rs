@@ -141,9 +141,11 @@ conformance!(
     a_run_is_fenced_to_its_current_owner,
     a_gated_record_commits_only_once_ready,
     the_api_limit_holds_across_instances,
+    a_key_and_its_admission_come_in_one_answer,
     tombstones_polled_by_id_miss_none_under_concurrent_requests,
     scores_and_erasure_show_in_lookup,
     an_incremental_plan_reads_the_unscored_and_counts_the_rest,
+    a_plan_read_stays_linear_on_statistics_from_before_the_survey_grew,
     the_desk_counts_pages_and_clusters_without_tombstoned_references,
     a_lookup_follows_a_session_that_moves_to_another_reference,
     cohort_points_are_found_by_cell_and_erased_with_their_session,
@@ -435,6 +437,100 @@ async fn the_api_limit_holds_across_instances(fixture: Fixture) {
     );
 }
 
+async fn a_key_and_its_admission_come_in_one_answer(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let org = catalog.create_organization("Acme").await.expect("org");
+    let created = catalog
+        .create_key(&org.id, "server", &Scope::ALL)
+        .await
+        .expect("key");
+    let admit = |limit: u32, window_ms: i64| {
+        let secret = created.secret.clone();
+        async move {
+            catalog
+                .authenticate_and_admit(&secret, limit, window_ms)
+                .await
+                .expect("authenticate and admit")
+        }
+    };
+    // A wrong secret of the same prefix is refused and never counted.
+    let forged = format!("{}_{}", created.secret.prefix(), "0".repeat(64));
+    let forged = IntegrationKeySecret::parse(&forged).expect("well formed");
+    for _ in 0..3 {
+        assert!(
+            catalog
+                .authenticate_and_admit(&forged, 3, 60_000)
+                .await
+                .expect("forged")
+                .is_none()
+        );
+    }
+    for _ in 0..3 {
+        let (key, admission) = admit(3, 60_000).await.expect("valid");
+        assert_eq!(key.key.prefix, created.info.prefix);
+        assert_eq!(key.organization_name, "Acme");
+        assert_eq!(admission, ApiAdmission::Accepted);
+    }
+    match admit(3, 60_000).await.expect("valid").1 {
+        ApiAdmission::Refused { wait_ms } => assert!((1..=60_000).contains(&wait_ms)),
+        ApiAdmission::Accepted => panic!("a fourth request in the minute was accepted"),
+    }
+    // A sliding window: requests leave it one by one, oldest first, and the count follows.
+    let other = catalog
+        .create_key(&org.id, "sliding", &Scope::ALL)
+        .await
+        .expect("key");
+    let slide = |limit: u32| {
+        let secret = other.secret.clone();
+        async move {
+            catalog
+                .authenticate_and_admit(&secret, limit, 2_000)
+                .await
+                .expect("authenticate and admit")
+                .expect("valid")
+                .1
+        }
+    };
+    assert_eq!(slide(2).await, ApiAdmission::Accepted);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(slide(2).await, ApiAdmission::Accepted);
+    assert!(matches!(slide(2).await, ApiAdmission::Refused { .. }));
+    // The first has left the window, the second has not: one place again, then none.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(slide(2).await, ApiAdmission::Accepted);
+    assert!(matches!(slide(2).await, ApiAdmission::Refused { .. }));
+    // A revoked key is refused and not counted.
+    assert!(
+        catalog
+            .revoke_key(created.secret.prefix())
+            .await
+            .expect("revoke")
+    );
+    assert!(admit(1_000, 60_000).await.is_none());
+}
+
+/// PostgreSQL: the tuples of `table`'s heap pages, live or dead and not yet pruned, that hold
+/// `needle` (pageinspect reads the pages as they are on disk).
+async fn heap_tuples_holding(url: &str, table: &str, needle: &str) -> i64 {
+    use sqlx::Connection;
+    let mut connection = sqlx::PgConnection::connect(url).await.expect("connect");
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS pageinspect")
+        .execute(&mut connection)
+        .await
+        .expect("pageinspect");
+    sqlx::query_scalar(&format!(
+        "SELECT count(*)
+         FROM generate_series(0, (pg_relation_size('{table}')
+                                  / current_setting('block_size')::int)::int - 1) AS page,
+              LATERAL heap_page_items(get_raw_page('{table}', page)) AS item
+         WHERE item.t_data IS NOT NULL AND position(convert_to($1, 'UTF8') IN item.t_data) > 0"
+    ))
+    .bind(needle)
+    .fetch_one(&mut connection)
+    .await
+    .expect("read the pages")
+}
+
 async fn tombstones_polled_by_id_miss_none_under_concurrent_requests(fixture: Fixture) {
     let survey = new_survey(fixture.catalog()).await;
     let other = fixture.second_instance().await;
@@ -478,6 +574,62 @@ async fn tombstones_polled_by_id_miss_none_under_concurrent_requests(fixture: Fi
 
 /// A run that is not forced plans from the unscored references alone: what it reads equals
 /// what the whole survey's sessions and scores say, tombstones and a resumed run included.
+async fn a_plan_read_stays_linear_on_statistics_from_before_the_survey_grew(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let small = new_survey(catalog).await;
+    catalog
+        .apply_session_stats("i", 1, &[delta(&small, "tab", Some(REFERENCE), 3)])
+        .await
+        .expect("stats");
+    if matches!(fixture._store, Store::Postgres { .. }) {
+        // Statistics taken now know nothing of the survey below: the planner takes it for a
+        // few rows. A join it may reorder then scans the survey once per row (20,000 x 20,000
+        // index entries: past the 5 s statement timeout).
+        use sqlx::Connection;
+        let mut connection = sqlx::PgConnection::connect(&fixture.url)
+            .await
+            .expect("connect");
+        sqlx::query("ANALYZE")
+            .execute(&mut connection)
+            .await
+            .expect("analyze");
+    }
+    let survey = new_survey(catalog).await;
+    const SESSIONS: usize = 20_000;
+    let deltas: Vec<SessionDelta> = (0..SESSIONS)
+        .map(|i| {
+            delta(
+                &survey,
+                &format!("tab-{i}"),
+                Some(&format!("00000000-0000-4000-8000-{i:012}")),
+                2,
+            )
+        })
+        .collect();
+    for (batch, chunk) in deltas.chunks(2_000).enumerate() {
+        catalog
+            .apply_session_stats("i", 2 + batch as u64, chunk)
+            .await
+            .expect("stats");
+    }
+    let (run, _) = catalog
+        .start_scoring_run(&survey.id, false)
+        .await
+        .expect("start");
+    let started = std::time::Instant::now();
+    let plan = catalog
+        .unscored_sessions(&survey.id, &run.id)
+        .await
+        .expect("the plan read");
+    assert_eq!(plan.sessions.len(), SESSIONS);
+    assert_eq!((plan.references, plan.scored), (SESSIONS as u64, 0));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the plan read took {:?}",
+        started.elapsed()
+    );
+}
+
 async fn an_incremental_plan_reads_the_unscored_and_counts_the_rest(fixture: Fixture) {
     let catalog = fixture.catalog();
     let survey = new_survey(catalog).await;
@@ -966,6 +1118,22 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
         .await
         .expect("erase again");
     catalog.scrub().await.expect("scrub");
+    if matches!(fixture._store, Store::Postgres { .. }) {
+        // The scrub's vacuum pruned every old version of the session's rows: no heap page of
+        // the tables the erasure wrote holds the reference any more (the tombstone does).
+        for table in [
+            "sessions",
+            "session_scores",
+            "reference_summaries",
+            "cohort_points",
+        ] {
+            assert_eq!(
+                heap_tuples_holding(&fixture.url, table, REFERENCE).await,
+                0,
+                "{table} still holds the erased reference"
+            );
+        }
+    }
     assert!(
         catalog
             .lookup_sessions(&survey.id, &references)

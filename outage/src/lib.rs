@@ -32,6 +32,11 @@ pub enum Fault {
 /// How long a statement of the catalog may run before the database cancels it (PostgreSQL's
 /// `statement_timeout`): a hung or overloaded database holds no request longer than this.
 pub const CATALOG_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The same bound for the statements whose work grows with a survey and that no request waits
+/// on: a scoring run's reads of every session of a survey, and PostgreSQL's vacuums after a run
+/// or an erasure. A million-session survey's plan read took 8 s on a slow machine, and was
+/// cancelled at 5 s on every retry, so that the run never ended.
+pub const CATALOG_BULK_STATEMENT_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long a request waits for a catalog connection, including the driver's retries of a
 /// refused one (PostgreSQL's pool; SQLite's busy timeout is the same bound).
 pub const CATALOG_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

@@ -55,29 +55,32 @@ impl FromRequestParts<AppState> for KeyContext {
         }
         let secret = IntegrationKeySecret::parse(token.trim())
             .ok_or(ApiError::Unauthorized("malformed integration key"))?;
-        let authenticated = state
-            .catalog
-            .authenticate(&secret)
-            .await?
-            .ok_or(ApiError::Unauthorized("invalid or revoked integration key"))?;
-        let prefix = &authenticated.key.prefix;
-        let wait = if state.catalog.counts_api_requests() {
-            // Several instances share the catalog: the limit is counted there, for all of them.
-            match state
+        let (authenticated, wait) = if state.catalog.counts_api_requests() {
+            // Several instances share the catalog: the limit is counted there, for all of
+            // them, in the same round trip as the key check.
+            let (authenticated, admission) = state
                 .catalog
-                .admit_api_request(prefix, state.api_requests_per_minute, 60_000)
+                .authenticate_and_admit(&secret, state.api_requests_per_minute, 60_000)
                 .await?
-            {
+                .ok_or(ApiError::Unauthorized("invalid or revoked integration key"))?;
+            let wait = match admission {
                 ApiAdmission::Accepted => None,
                 ApiAdmission::Refused { wait_ms } => {
                     Some(Duration::from_millis(wait_ms.max(0) as u64))
                 }
-            }
+            };
+            (authenticated, wait)
         } else {
-            state
+            let authenticated = state
+                .catalog
+                .authenticate(&secret)
+                .await?
+                .ok_or(ApiError::Unauthorized("invalid or revoked integration key"))?;
+            let wait = state
                 .api_limiter
-                .check(prefix.as_str(), Instant::now())
-                .err()
+                .check(authenticated.key.prefix.as_str(), Instant::now())
+                .err();
+            (authenticated, wait)
         };
         if let Some(wait) = wait {
             series::RATE_LIMIT_REFUSALS_TOTAL

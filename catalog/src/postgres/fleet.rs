@@ -63,15 +63,30 @@ crate::shared::impl_fleet!(PgCatalog, {
     /// now rather than at autovacuum's leisure. What the server's own write-ahead log and
     /// backups retain is the operator's to bound (docs/deploy.md).
     async fn scrub(&self) -> Result<()> {
-        sqlx::raw_sql("VACUUM sessions, session_scores, scoring_runs")
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        // Every table `erase_session_rows` deletes a session's rows from or rewrites: the
+        // lookup row (its scores and reasons) and the cohort places (its features' cells) hold
+        // the session as much as its `sessions` rows do.
+        self.vacuum(
+            "VACUUM sessions, session_scores, reference_summaries, cohort_points, scoring_runs",
+        )
+        .await
     }
 
-    /// Nothing to fold: PostgreSQL checkpoints on its own, and autovacuum analyses the
-    /// tables a large run wrote to.
+    /// After a run: vacuums the tables a run writes (the lookup rows' old versions, the scores,
+    /// the cohort places), so that the integrator's first lookups do not each prune pages and
+    /// set hint bits on the tuples the run wrote, and autovacuum does not do it beside them
+    /// (benches/README.md, `scoring_run`: the first quarter of lookups after a run was the
+    /// slowest on PostgreSQL). A vacuum only visits the pages changed since the last one (the
+    /// visibility map), so an incremental run pays for what it wrote. SKIP_LOCKED: a table
+    /// another run is vacuuming is left to it. ANALYZE: the next run's plan read joins the
+    /// survey's sessions and lookup rows, and a plan made on statistics from before a million
+    /// rows arrived is a nested loop of a million probes (autovacuum may be off, or behind).
     async fn checkpoint(&self) -> Result<bool> {
+        self.vacuum(
+            "VACUUM (ANALYZE, SKIP_LOCKED) sessions, reference_summaries, session_scores, \
+             cohort_points",
+        )
+        .await?;
         Ok(true)
     }
 });

@@ -158,6 +158,28 @@ impl PgCatalog {
     const LIVE_REFERENCES: &str = "";
     const SESSIONS_BY_REFERENCE: &str = "";
 
+    /// The joins of a run's plan, each driven from its small side by a LATERAL probe that the
+    /// planner cannot reorder (`OFFSET 0` keeps the subquery from being pulled up): a plan made
+    /// on statistics from before a survey's million sessions arrived (autovacuum off, or just
+    /// behind) otherwise took the new survey for a few rows and scanned the whole survey once
+    /// per row, and a first run never finished its plan read. Each side's cost stays what the
+    /// run reads: the unscored references, the tombstones, the run's own scores.
+    const SESSIONS_OF_REFERENCE: &str = "CROSS JOIN LATERAL (
+            SELECT s.identifier, s.reference, s.event_count, s.first_received_at,
+                   s.last_received_at
+            FROM sessions s WHERE s.survey_id = r.survey_id AND s.reference = r.reference
+            OFFSET 0) s";
+    const TOMBSTONED_LIVE: &str = "tombstones t CROSS JOIN LATERAL (
+            SELECT r.scored_at FROM reference_summaries r
+            WHERE r.survey_id = t.survey_id AND r.reference = t.reference AND r.sessions > 0
+            OFFSET 0) r
+        WHERE t.survey_id = $1";
+    const SCORED_BY_RUN: &str = "session_scores c CROSS JOIN LATERAL (
+            SELECT 1 FROM reference_summaries r
+            WHERE r.survey_id = c.survey_id AND r.reference = c.reference AND r.sessions > 0
+            OFFSET 0) r
+        WHERE c.survey_id = $1 AND c.run_id = $2";
+
     /// `IN` a list bound as parameter 2, as [`IN_LIST_3`] for parameter 3.
     const IN_LIST_2: &str = "= ANY($2)";
 
@@ -167,6 +189,40 @@ impl PgCatalog {
     /// A list of strings as one bound parameter (see [`IN_LIST_3`]).
     fn bound_list(values: &[String]) -> &[String] {
         values
+    }
+
+    /// Lifts the statement timeout of `tx` from a request's bound to a bulk read's
+    /// (`outage::CATALOG_BULK_STATEMENT_TIMEOUT`), until the transaction ends.
+    async fn allow_bulk_statements(tx: &mut Tx<'_>) -> Result<()> {
+        let timeout_ms = outage::CATALOG_BULK_STATEMENT_TIMEOUT.as_millis();
+        sqlx::query(&format!("SET LOCAL statement_timeout = {timeout_ms}"))
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Runs a VACUUM (which cannot run in a transaction, so `SET LOCAL` cannot bound it) with
+    /// the bulk statements' timeout on a connection of its own. A connection whose timeout
+    /// could not be set back is closed rather than returned to the pool.
+    async fn vacuum(&self, statement: &'static str) -> Result<()> {
+        use sqlx::Executor as _;
+        let mut connection = self.pool.acquire().await?;
+        let lift = format!(
+            "SET statement_timeout = {}",
+            outage::CATALOG_BULK_STATEMENT_TIMEOUT.as_millis()
+        );
+        // Plain `&str`s: sent as simple queries, as a VACUUM must be.
+        let mut vacuumed = connection.execute(lift.as_str()).await.map(|_| ());
+        if vacuumed.is_ok() {
+            vacuumed = connection.execute(statement).await.map(|_| ());
+        }
+        let reset = connection.execute("RESET statement_timeout").await;
+        if reset.is_err() {
+            drop(connection.detach());
+        }
+        vacuumed?;
+        reset?;
+        Ok(())
     }
 
     /// Serializes the inserts of tombstone rows (see the module docs) until the transaction ends.
@@ -222,12 +278,51 @@ crate::shared::impl_organizations!(PgCatalog, {
                 .bind(window_ms)
                 .fetch_one(&self.pool)
                 .await?;
-        Ok(match wait_ms {
-            None => ApiAdmission::Accepted,
-            Some(wait_ms) => ApiAdmission::Refused { wait_ms },
-        })
+        Ok(admission(wait_ms))
+    }
+
+    async fn authenticate_and_admit(
+        &self,
+        secret: &IntegrationKeySecret,
+        limit: u32,
+        window_ms: i64,
+    ) -> Result<Option<(AuthenticatedKey, ApiAdmission)>> {
+        // The key and its admission in one round trip. The secret and revocation are checked
+        // in the statement too, so that only a request `rows::authenticated_key` accepts is
+        // counted (a CASE calls its volatile function only for the branch it takes).
+        let presented = secret.sha256_hex();
+        let row = sqlx::query(
+            "SELECT k.prefix, k.organization_id, k.label, k.scopes, k.created_at, k.revoked_at,
+                    k.secret_sha256, o.name AS organization_name, o.deleted_at,
+                    CASE WHEN k.secret_sha256 = $2 AND k.revoked_at IS NULL
+                         THEN telltale_admit_api_request(k.prefix, $3, $4) END AS wait_ms
+             FROM integration_keys k JOIN organizations o ON o.id = k.organization_id
+             WHERE k.prefix = $1",
+        )
+        .bind(secret.prefix().as_str())
+        .bind(&presented)
+        .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+        .bind(window_ms)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let Some(key) = rows::authenticated_key(&row, &presented)? else {
+            return Ok(None);
+        };
+        let wait_ms: Option<i64> = row.try_get("wait_ms")?;
+        Ok(Some((key, admission(wait_ms))))
     }
 });
+
+/// `telltale_admit_api_request`'s answer: NULL when the request was accepted and counted.
+fn admission(wait_ms: Option<i64>) -> ApiAdmission {
+    match wait_ms {
+        None => ApiAdmission::Accepted,
+        Some(wait_ms) => ApiAdmission::Refused { wait_ms },
+    }
+}
 
 crate::shared::impl_surveys!(PgCatalog, {
     async fn apply_session_stats(

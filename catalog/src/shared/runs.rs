@@ -198,6 +198,9 @@ macro_rules! impl_runs {
             }
 
             async fn survey_sessions(&self, survey: &SurveyId) -> Result<Vec<SessionIdentity>> {
+                // A read of the whole survey: the bulk statements' time bound.
+                let mut tx = self.pool.begin().await?;
+                <$backend>::allow_bulk_statements(&mut tx).await?;
                 let rows = sqlx::query(
                     "SELECT identifier, reference, event_count, first_received_at, last_received_at
                      FROM sessions s
@@ -206,16 +209,20 @@ macro_rules! impl_runs {
                                        WHERE t.survey_id = s.survey_id AND t.reference = s.reference)",
                 )
                 .bind(survey.as_str())
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 rows.iter().map(rows::session_identity).collect()
             }
 
             async fn scored_references(&self, survey: &SurveyId) -> Result<Vec<ScoredReference>> {
+                let mut tx = self.pool.begin().await?;
+                <$backend>::allow_bulk_statements(&mut tx).await?;
                 let rows = sqlx::query("SELECT reference, run_id FROM session_scores WHERE survey_id = $1")
                     .bind(survey.as_str())
-                    .fetch_all(&self.pool)
+                    .fetch_all(&mut *tx)
                     .await?;
+                tx.commit().await?;
                 rows.iter().map(rows::scored_reference).collect()
             }
 
@@ -228,7 +235,13 @@ macro_rules! impl_runs {
                 // reference with sessions); tombstoned references that got sessions again after
                 // their erasure are few and subtracted.
                 let live = <$backend>::LIVE_REFERENCES;
-                let by_reference = <$backend>::SESSIONS_BY_REFERENCE;
+                let tombstoned_live = <$backend>::TOMBSTONED_LIVE;
+                let scored_by_run = <$backend>::SCORED_BY_RUN;
+                let sessions_of = <$backend>::SESSIONS_OF_REFERENCE;
+                // A survey's first run reads every session: the bulk statements' time bound,
+                // and the counts and the rows from one snapshot.
+                let mut tx = self.pool.begin().await?;
+                <$backend>::allow_bulk_statements(&mut tx).await?;
                 let (references, scored, tombstoned, tombstoned_scored, scored_by_run): (
                     i64,
                     i64,
@@ -237,15 +250,9 @@ macro_rules! impl_runs {
                     i64,
                 ) = sqlx::query_as(&format!(
                     "SELECT live.n, live.scored,
-                        (SELECT count(*) FROM tombstones t JOIN reference_summaries r
-                            ON r.survey_id = t.survey_id AND r.reference = t.reference
-                          WHERE t.survey_id = $1 AND r.sessions > 0),
-                        (SELECT count(*) FROM tombstones t JOIN reference_summaries r
-                            ON r.survey_id = t.survey_id AND r.reference = t.reference
-                          WHERE t.survey_id = $1 AND r.sessions > 0 AND r.scored_at IS NOT NULL),
-                        (SELECT count(*) FROM session_scores c JOIN reference_summaries r
-                            ON r.survey_id = c.survey_id AND r.reference = c.reference
-                          WHERE c.survey_id = $1 AND c.run_id = $2 AND r.sessions > 0
+                        (SELECT count(*) FROM {tombstoned_live}),
+                        (SELECT count(r.scored_at) FROM {tombstoned_live}),
+                        (SELECT count(*) FROM {scored_by_run}
                             AND NOT EXISTS (SELECT 1 FROM tombstones t
                                             WHERE t.survey_id = c.survey_id
                                               AND t.reference = c.reference))
@@ -255,20 +262,20 @@ macro_rules! impl_runs {
                 ))
                 .bind(survey.as_str())
                 .bind(run.as_str())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await?;
                 let rows = sqlx::query(&format!(
                     "SELECT s.identifier, s.reference, s.event_count, s.first_received_at,
                             s.last_received_at
-                     FROM reference_summaries r {live}
-                     JOIN sessions s {by_reference} ON s.survey_id = r.survey_id AND s.reference = r.reference
+                     FROM reference_summaries r {live} {sessions_of}
                      WHERE r.survey_id = $1 AND r.sessions > 0 AND r.scored_at IS NULL
                        AND NOT EXISTS (SELECT 1 FROM tombstones t
                                        WHERE t.survey_id = r.survey_id AND t.reference = r.reference)"
                 ))
                 .bind(survey.as_str())
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 let count = |n: i64| u64::try_from(n).unwrap_or(0);
                 Ok(UnscoredSessions {
                     references: count(references - tombstoned),

@@ -107,6 +107,16 @@ impl SqliteCatalog {
     const LIVE_REFERENCES: &str = "INDEXED BY reference_summaries_live";
     const SESSIONS_BY_REFERENCE: &str = "INDEXED BY sessions_by_reference";
 
+    /// The joins of a run's plan (PostgreSQL's counterparts say why they are spelled out).
+    const SESSIONS_OF_REFERENCE: &str = "JOIN sessions s INDEXED BY sessions_by_reference
+            ON s.survey_id = r.survey_id AND s.reference = r.reference";
+    const TOMBSTONED_LIVE: &str = "tombstones t JOIN reference_summaries r
+            ON r.survey_id = t.survey_id AND r.reference = t.reference
+        WHERE t.survey_id = $1 AND r.sessions > 0";
+    const SCORED_BY_RUN: &str = "session_scores c JOIN reference_summaries r
+            ON r.survey_id = c.survey_id AND r.reference = c.reference
+        WHERE c.survey_id = $1 AND c.run_id = $2 AND r.sessions > 0";
+
     /// `IN` a list bound as parameter 2, as [`IN_LIST_3`] for parameter 3.
     const IN_LIST_2: &str = "IN (SELECT value FROM json_each($2))";
 
@@ -117,6 +127,12 @@ impl SqliteCatalog {
     /// A list of strings as one bound parameter (see [`IN_LIST_3`]).
     fn bound_list(values: &[String]) -> String {
         serde_json_array(values)
+    }
+
+    /// No statement timeout to lift: SQLite's bound is its busy wait, which a read in WAL
+    /// mode never meets (PostgreSQL's counterpart lifts `statement_timeout`).
+    async fn allow_bulk_statements(_tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<()> {
+        Ok(())
     }
 
     /// Tombstone ids need no lock here: SQLite commits one writer at a time, so ids become

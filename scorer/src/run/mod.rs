@@ -167,8 +167,9 @@ impl Scorer {
     /// completed (SQLite: a `TRUNCATE` checkpoint). Until then every read of the pages the run
     /// wrote goes through the write-ahead log, and a checkpoint started after the completion
     /// ran beside the integrator's first lookups, which is what made them slow (benches/README.md,
-    /// `scoring_run`). Best effort: readers that hold the log for a moment are waited for
-    /// briefly, then the run completes unfolded.
+    /// `scoring_run`). On PostgreSQL the same place vacuums the tables the run wrote, for the
+    /// same reason (`Fleet::checkpoint`). Best effort: readers that hold the log for a moment
+    /// are waited for briefly, then the run completes unfolded.
     async fn fold_catalog_log(&self) {
         let started = std::time::Instant::now();
         for _ in 0..10 {
@@ -205,6 +206,11 @@ impl Scorer {
         let progress = Arc::new(Mutex::new(RunProgress::default()));
         let heartbeat = self.spawn_heartbeat(claimed.id.clone(), progress.clone());
         let outcome = self.work(&claimed, &progress, on_progress).await;
+        if outcome.is_ok() && progress.lock().scored > 0 {
+            // Still under the lease: on PostgreSQL this vacuums what a large run wrote, which
+            // can take seconds.
+            self.fold_catalog_log().await;
+        }
         heartbeat.abort();
         let final_progress = progress.lock().clone();
         let outcome = match outcome {
@@ -228,9 +234,6 @@ impl Scorer {
             }
             Err(Stop::LeaseLost) => return Ok(RunEnd::Abandoned),
         };
-        if matches!(outcome, RunOutcome::Completed) && final_progress.scored > 0 {
-            self.fold_catalog_log().await;
-        }
         let finished = self
             .catalog
             .finish_scoring_run(&claimed.id, &self.owner, &final_progress, &outcome)
