@@ -80,6 +80,10 @@ pub(crate) fn key_info(row: &impl Columns) -> Result<KeyInfo> {
     })
 }
 
+/// What [`authenticated_key`] reads: a key `k` joined with its organization `o`.
+pub(crate) const AUTHENTICATED_KEY_COLUMNS: &str = "k.prefix, k.organization_id, k.label, k.scopes, k.created_at, k.revoked_at, \
+     k.secret_sha256, o.name AS organization_name, o.deleted_at";
+
 /// A key row joined with its organization's `organization_name` and `deleted_at`, checked
 /// against the presented secret's digest. `None` for a wrong secret or a revoked key.
 pub(crate) fn authenticated_key(

@@ -26,7 +26,9 @@ use sqlx::{PgPool, Postgres, Row};
 use crate::ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 use crate::keys::{IntegrationKeySecret, KeyPrefix, Scope};
 use crate::model::*;
-use crate::rows::{self, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64};
+use crate::rows::{
+    self, AUTHENTICATED_KEY_COLUMNS, DELETION_COLUMNS, RUN_COLUMNS, SURVEY_COLUMNS, to_i64,
+};
 use crate::{Error, Result, now_millis};
 
 mod cohort;
@@ -291,14 +293,13 @@ crate::shared::impl_organizations!(PgCatalog, {
         // in the statement too, so that only a request `rows::authenticated_key` accepts is
         // counted (a CASE calls its volatile function only for the branch it takes).
         let presented = secret.sha256_hex();
-        let row = sqlx::query(
-            "SELECT k.prefix, k.organization_id, k.label, k.scopes, k.created_at, k.revoked_at,
-                    k.secret_sha256, o.name AS organization_name, o.deleted_at,
+        let row = sqlx::query(&format!(
+            "SELECT {AUTHENTICATED_KEY_COLUMNS},
                     CASE WHEN k.secret_sha256 = $2 AND k.revoked_at IS NULL
                          THEN telltale_admit_api_request(k.prefix, $3, $4) END AS wait_ms
              FROM integration_keys k JOIN organizations o ON o.id = k.organization_id
-             WHERE k.prefix = $1",
-        )
+             WHERE k.prefix = $1"
+        ))
         .bind(secret.prefix().as_str())
         .bind(&presented)
         .bind(i32::try_from(limit).unwrap_or(i32::MAX))

@@ -124,12 +124,11 @@ macro_rules! impl_organizations {
                 &self,
                 secret: &IntegrationKeySecret,
             ) -> Result<Option<AuthenticatedKey>> {
-                let row = sqlx::query(
-                    "SELECT k.prefix, k.organization_id, k.label, k.scopes, k.created_at, k.revoked_at,
-                            k.secret_sha256, o.name AS organization_name, o.deleted_at
-                     FROM integration_keys k JOIN organizations o ON o.id = k.organization_id
+                let row = sqlx::query(&format!(
+                    "SELECT {} FROM integration_keys k JOIN organizations o ON o.id = k.organization_id
                      WHERE k.prefix = $1",
-                )
+                    rows::AUTHENTICATED_KEY_COLUMNS
+                ))
                 .bind(secret.prefix().as_str())
                 .fetch_optional(&self.pool)
                 .await?;
