@@ -376,7 +376,7 @@ pub struct ServeArgs {
     )]
     pub header_timeout_secs: u64,
 
-    /// Seconds after which an instance that stopped reporting itself (every second) no longer
+    /// Seconds after which an instance that stopped reporting itself (4 times a lease) no longer
     /// holds up erasures: a deletion completes once every instance seen within this time has
     /// purged its write-ahead log of the session.
     #[arg(

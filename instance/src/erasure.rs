@@ -40,9 +40,13 @@ pub const MAX_ATTEMPTS: u32 = 5;
 const LEASE_MS: i64 = 5 * 60 * 1000;
 /// How often the worker looks for due deletions when nothing wakes it.
 const POLL_PERIOD: Duration = Duration::from_secs(1);
-/// How often a serving instance reports itself alive and checks for new tombstones to purge
-/// its log of.
+/// How often a serving instance checks for new tombstones to purge its log of.
 const REPORT_PERIOD: Duration = Duration::from_secs(1);
+/// A serving instance reports itself alive at least this many times a lease, and at once when
+/// its `purged_through` moves. Not every [`REPORT_PERIOD`]: on SQLite each write makes every
+/// pooled connection drop its page cache and its map of the file at its next read, and a
+/// report a second kept lookups on a million-session survey cold (benches/README.md).
+const REPORTS_PER_LEASE: u32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 enum AttemptError {
@@ -55,37 +59,64 @@ enum AttemptError {
 }
 
 /// A serving instance's side of fleet-wide erasure: whenever it has loaded tombstones newer than
-/// its last purge, it purges its write-ahead log, and it reports (every [`REPORT_PERIOD`]) that
-/// it is alive and which tombstones its last purge covered. A deletion's erasure waits until
-/// every instance seen within the instance lease has covered its tombstone.
+/// its last purge, it purges its write-ahead log, and it reports that it is alive (at least
+/// [`REPORTS_PER_LEASE`] times a lease) and which tombstones its last purge covered (at once).
+/// A deletion's erasure waits until every instance seen within the instance lease has covered
+/// its tombstone.
 pub struct LogPurger {
     catalog: Arc<dyn Catalog>,
     ingestor: Ingestor,
     instance: String,
+    /// The longest time between two reports (a fraction of the instance lease).
+    refresh: Duration,
+    purge: tokio::sync::Mutex<PurgeState>,
+}
+
+#[derive(Default)]
+struct PurgeState {
     /// The newest tombstone id loaded before the last completed purge.
-    purged_through: tokio::sync::Mutex<i64>,
+    purged_through: i64,
+    /// The last report that reached the catalog: when, and the `purged_through` it carried.
+    reported: Option<(std::time::Instant, i64)>,
 }
 
 impl LogPurger {
     /// Loads new tombstones; purges the log if any arrived since the last purge; reports.
     /// Returns the tombstone id the log is now purged through.
     pub async fn purge_if_behind(&self) -> Result<i64, IngestError> {
-        let mut purged_through = self.purged_through.lock().await;
+        let mut state = self.purge.lock().await;
         self.ingestor.refresh_tombstones().await?;
         let loaded = self.ingestor.loaded_tombstone_id();
-        let result = if loaded > *purged_through {
+        let result = if loaded > state.purged_through {
             self.ingestor.purge_log().await.map(|()| {
-                *purged_through = loaded;
+                state.purged_through = loaded;
             })
         } else {
             Ok(())
         };
         // Reported even when the purge failed: the instance is alive, and erasures must keep
         // waiting for it rather than treat it as gone.
-        self.catalog
-            .report_instance(&self.instance, catalog::now_millis(), *purged_through)
-            .await?;
-        result.map(|()| *purged_through)
+        if report_due(state.reported, state.purged_through, self.refresh) {
+            let now = std::time::Instant::now();
+            self.catalog
+                .report_instance(&self.instance, catalog::now_millis(), state.purged_through)
+                .await?;
+            state.reported = Some((now, state.purged_through));
+        }
+        result.map(|()| state.purged_through)
+    }
+}
+
+/// Whether a report is owed: none reached the catalog yet, the purge moved since the last, or the
+/// last is `refresh` old.
+fn report_due(
+    reported: Option<(std::time::Instant, i64)>,
+    purged_through: i64,
+    refresh: Duration,
+) -> bool {
+    match reported {
+        None => true,
+        Some((at, through)) => through != purged_through || at.elapsed() >= refresh,
     }
 }
 
@@ -131,7 +162,8 @@ impl DeletionService {
                 catalog: Arc::clone(&catalog),
                 ingestor: ingestor.clone(),
                 instance: owner.clone(),
-                purged_through: tokio::sync::Mutex::new(0),
+                refresh: instance_lease / REPORTS_PER_LEASE,
+                purge: tokio::sync::Mutex::new(PurgeState::default()),
             })
         });
         DeletionService {
@@ -145,8 +177,8 @@ impl DeletionService {
         }
     }
 
-    /// On a serving instance: purges the log whenever new tombstones arrive and reports the
-    /// instance alive, every [`REPORT_PERIOD`], until the task is dropped.
+    /// On a serving instance: looks for new tombstones every [`REPORT_PERIOD`], purges the log
+    /// when any arrived and reports the instance (see [`LogPurger`]), until the task is dropped.
     pub fn spawn_purger(&self) -> Option<tokio::task::JoinHandle<()>> {
         let purger = Arc::clone(self.purger.as_ref()?);
         Some(tokio::spawn(async move {
@@ -403,6 +435,19 @@ fn backoff_ms(attempt: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instance_reports_when_its_purge_moves_and_a_quarter_lease_after_the_last() {
+        let refresh = Duration::from_secs(30) / REPORTS_PER_LEASE;
+        let now = std::time::Instant::now();
+        assert!(report_due(None, 0, refresh), "the first report");
+        assert!(!report_due(Some((now, 7)), 7, refresh), "nothing new");
+        assert!(report_due(Some((now, 7)), 8, refresh), "a purge moved");
+        let earlier = now
+            .checked_sub(refresh)
+            .expect("a monotonic clock this old");
+        assert!(report_due(Some((earlier, 7)), 7, refresh), "the refresh");
+    }
 
     #[test]
     fn backoff_doubles_from_one_second() {
