@@ -60,6 +60,8 @@ pub fn build_scorer(
             max_events_per_pass: args.scoring_max_events_per_pass,
             pause_between_chunks: Duration::from_millis(args.scoring_pause_ms),
             lease: Duration::from_secs(args.scoring_lease_secs),
+            instance_lease: Duration::from_secs(args.instance_lease_secs),
+            fleet_flush_wait: Duration::from_secs(args.fleet_flush_wait_secs),
         },
         owner,
     })
@@ -183,7 +185,8 @@ pub async fn score(
                 scored: current.scored,
                 skipped: current.skipped,
                 failed: current.failed,
-                failures: Vec::new(),
+                deferred: current.deferred,
+                ..RunProgress::default()
             });
             if current.status != RunStatus::Running {
                 break;
@@ -201,15 +204,19 @@ pub async fn score(
         println!("{}", serde_json::to_string(&view)?);
     } else {
         println!(
-            "run {} {}: {} sessions, {} scored, {} skipped, {} failed (model {})",
+            "run {} {}: {} sessions, {} scored, {} skipped, {} failed, {} deferred (model {})",
             done.id,
             done.status.as_str(),
             done.total,
             done.scored,
             done.skipped,
             done.failed,
+            done.deferred,
             scorer.model.version
         );
+        if let Some(reason) = &done.deferred_reason {
+            println!("  deferred: {reason}");
+        }
         for failure in &done.failures {
             println!("  failed {}: {}", failure.session_id, failure.message);
         }

@@ -376,17 +376,6 @@ pub struct ServeArgs {
     )]
     pub header_timeout_secs: u64,
 
-    /// Seconds after which an instance that stopped reporting itself (4 times a lease) no longer
-    /// holds up erasures: a deletion completes once every instance seen within this time has
-    /// purged its write-ahead log of the session.
-    #[arg(
-        long,
-        env = "TELLTALE_INSTANCE_LEASE_SECS",
-        default_value_t = 30,
-        value_parser = clap::value_parser!(u64).range(1..)
-    )]
-    pub instance_lease_secs: u64,
-
     /// Integration API requests per key per rolling minute.
     #[arg(long, env = "TELLTALE_API_RATE_PER_MINUTE", default_value_t = 120)]
     pub api_rate_per_minute: u32,
@@ -453,6 +442,28 @@ pub struct ScoringArgs {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub scoring_lease_secs: u64,
+
+    /// Seconds after which an instance that stopped reporting itself (4 times a lease, by the
+    /// catalog's clock) no longer holds up erasures, which fence it off instead (it can write
+    /// nothing more until it joins again), and is not asked to flush for a scoring run.
+    #[arg(
+        long,
+        env = "TELLTALE_INSTANCE_LEASE_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub instance_lease_secs: u64,
+
+    /// Seconds a scoring run waits for the fleet's other live instances to flush what they
+    /// acknowledged before it plans; a session whose events are still missing then is deferred
+    /// to a later run, never scored on part of them.
+    #[arg(
+        long,
+        env = "TELLTALE_FLEET_FLUSH_WAIT_SECS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub fleet_flush_wait_secs: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -125,7 +125,7 @@ impl Running {
             instance.stores.lake.clone(),
             Some(instance.ingestor.clone()),
             instance.id.clone(),
-            Duration::from_secs(args.instance_lease_secs),
+            Duration::from_secs(args.scoring.instance_lease_secs),
         );
         let scoring = scorer::ScoringService::new(scorer);
         let workers = Workers::start(

@@ -67,7 +67,7 @@ async fn round(references: &[String], rich: bool) -> f64 {
         })
         .collect();
     catalog
-        .apply_session_stats("bench", 1, &deltas)
+        .apply_session_stats("bench", 1, 1, &deltas)
         .await
         .expect("stats");
     let (run, _) = catalog
@@ -121,6 +121,7 @@ async fn round(references: &[String], rich: bool) -> f64 {
                 cohort,
                 reasons,
                 cluster: None,
+                events: 400,
             }
         })
         .collect();

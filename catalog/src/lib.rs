@@ -15,6 +15,7 @@
 //! - `shared`: the methods whose SQL is the same in both dialects, written once.
 //! - `rows`: reading records out of either backend's rows.
 
+mod fleet;
 pub mod ids;
 pub mod keys;
 pub mod model;
@@ -28,6 +29,7 @@ use async_trait::async_trait;
 /// What a gated write waits for before it commits (`Runs::record_scores_when`): true to commit.
 pub type Ready<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>>;
 
+pub use fleet::{Fleet, FleetMember, FlushRequest};
 pub use ids::{OrganizationId, RunId, SurveyId, TrackingKey};
 pub use keys::{IntegrationKeySecret, KeyPrefix, Scope};
 pub use model::*;
@@ -61,6 +63,11 @@ pub enum Error {
 
     #[error("corrupt catalog row: {0}")]
     Corrupt(String),
+
+    /// A write of an instance's epoch the fleet has fenced off (an erasure went ahead without
+    /// the instance): the instance must join again, under a new epoch, before it writes.
+    #[error("instance {instance} was fenced off at epoch {epoch}: it joins the fleet again")]
+    Fenced { instance: String, epoch: i64 },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -181,10 +188,12 @@ pub trait Surveys: Send + Sync {
     /// The last log sequence number `consumer` of `instance` has durably applied (0 if none).
     async fn wal_watermark(&self, instance: &str, consumer: WalConsumer) -> Result<u64>;
 
-    /// Applies session statistics and advances the `stats` watermark to `through_lsn`, atomically.
+    /// Applies session statistics and advances the `stats` watermark to `through_lsn`, atomically,
+    /// unless the fleet fenced `instance`'s `epoch` off ([`Error::Fenced`], nothing written).
     async fn apply_session_stats(
         &self,
         instance: &str,
+        epoch: i64,
         through_lsn: u64,
         deltas: &[SessionDelta],
     ) -> Result<()>;
@@ -327,8 +336,13 @@ pub trait Runs: Send + Sync {
         probes: &[CohortProbe],
     ) -> Result<Vec<StoredCohortPoint>>;
 
-    /// Whether a scoring run is active on the survey.
-    async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool>;
+    /// The survey's active scoring run, if it has one.
+    async fn active_scoring_run(&self, survey: &SurveyId) -> Result<Option<RunId>>;
+
+    /// Counts a pause of `owner`'s run on a store that answered its probes (a read that timed
+    /// out while the stores were up); returns the run's pauses so far, `None` when `owner` no
+    /// longer holds it.
+    async fn note_run_pause(&self, id: &RunId, owner: &str) -> Result<Option<u32>>;
 }
 
 /// Session deletions, their claims, and the tombstones that keep an erased session erased.
@@ -399,65 +413,6 @@ pub trait Deletions: Send + Sync {
     /// Deletes a session's rows (the statistics of its identifiers, its score) and adds its
     /// identifiers to the tombstone (as hashes), in one transaction. Repeatable.
     async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()>;
-}
-
-/// The instances sharing the catalog, the work they split (compaction claims), and the
-/// backend's own upkeep (readiness, scrubbing, checkpoints).
-///
-/// Every method is one transaction: callers never see a half-applied change.
-#[async_trait]
-pub trait Fleet: Send + Sync {
-    /// One round trip to the database (`SELECT 1`), for readiness checks.
-    async fn ping(&self) -> Result<()>;
-
-    /// Records that the serving instance is alive at `now` and has purged its write-ahead log
-    /// after loading every tombstone up to id `purged_through` (never lowered).
-    async fn report_instance(&self, instance: &str, now: i64, purged_through: i64) -> Result<()>;
-
-    /// Instances seen at or after `seen_since` that have not yet purged their log since loading
-    /// the reference's tombstone: the erasure of that session waits for them.
-    async fn instances_yet_to_purge(
-        &self,
-        survey: &SurveyId,
-        reference: &str,
-        seen_since: i64,
-    ) -> Result<Vec<String>>;
-
-    /// Takes the compaction of one partition (a survey's events files of one date, `""` for
-    /// none) for `owner` for `lease_ms`, unless another worker holds it. Instances sharing a
-    /// catalog then split compaction work instead of racing for the same files (the file swap
-    /// would let only one of them commit anyway).
-    async fn claim_compaction(
-        &self,
-        survey: &SurveyId,
-        partition: &str,
-        owner: &str,
-        lease_ms: i64,
-    ) -> Result<CompactionClaim>;
-
-    /// Gives a partition's compaction claim back once `owner` is done with it (or for a worker
-    /// known to be dead).
-    async fn release_compaction(
-        &self,
-        survey: &SurveyId,
-        partition: &str,
-        owner: &str,
-    ) -> Result<()>;
-
-    /// Makes deleted rows unrecoverable from the catalog's own files (for SQLite: deleted
-    /// content is zeroed on delete, and this empties its write-ahead log).
-    async fn scrub(&self) -> Result<()>;
-
-    /// Writes a consistent copy of the whole catalog, as of one moment, to a new file at `path`
-    /// while it is in use, and answers true (SQLite: `VACUUM INTO`); a backend that another
-    /// tool copies (PostgreSQL: `pg_dump`, which `telltale backup` runs) answers false.
-    async fn copy_into(&self, path: &std::path::Path) -> Result<bool>;
-
-    /// Folds the backend's own log into its main storage after a burst of writes, if nothing
-    /// prevents it right now; returns whether it did (for SQLite: a `TRUNCATE` checkpoint, so
-    /// reads stop going through the write-ahead log, see `SqliteCatalog::checkpoint`; for
-    /// PostgreSQL: a vacuum of the tables a run writes, see `PgCatalog::checkpoint`).
-    async fn checkpoint(&self) -> Result<bool>;
 }
 
 /// A survey's review desk: its scored sessions counted, listed and grouped. Tombstoned

@@ -161,6 +161,10 @@ pub struct ScoringRun {
     pub skipped: u64,
     pub failed: u64,
     pub failures: Vec<ScoringFailure>,
+    /// Sessions left for a later run (their acknowledged events not all in the lake yet), and
+    /// why.
+    pub deferred: u64,
+    pub deferred_reason: Option<String>,
     pub error: Option<String>,
     pub created_at: i64,
     pub started_at: i64,
@@ -183,6 +187,10 @@ pub struct RunProgress {
     pub skipped: u64,
     pub failed: u64,
     pub failures: Vec<ScoringFailure>,
+    /// Sessions left unscored for a later run: some of their acknowledged events were not in
+    /// the lake yet (another instance's log holds them).
+    pub deferred: u64,
+    pub deferred_reason: Option<String>,
 }
 
 /// How a worker ends a run.
@@ -230,6 +238,9 @@ pub struct UnscoredSessions {
     pub scored_by_run: u64,
     /// The browser sessions of the references without a score.
     pub sessions: Vec<SessionIdentity>,
+    /// The browser sessions of the references whose acknowledged events grew past the ones
+    /// their latest score was computed from (scored again; counted in `scored` above).
+    pub grown: Vec<SessionIdentity>,
 }
 
 /// A reference that has a score, and the run that wrote it.
@@ -255,6 +266,9 @@ pub struct NewScore {
     /// Where the run found the session in a cluster of its survey: the modality (an index
     /// into the scorer's cohort modalities) and how many sessions were alike with it.
     pub cluster: Option<(u8, u32)>,
+    /// The events the score was computed from: a later run that is not forced scores the
+    /// session again once its acknowledged events outnumber them.
+    pub events: u64,
 }
 
 /// Score bins of a survey's desk histogram: `[5k, 5k + 5)` for k in 0..19, and `[95, 100]`.
@@ -475,6 +489,10 @@ pub struct SessionDeletion {
     /// The worker holding the deletion, and until when its lease lasts.
     pub owner: Option<String>,
     pub lease_until: Option<i64>,
+    /// What a pending deletion waits for (`instance <id>`, `run <id>`), and why, as its last
+    /// attempt saw it; cleared when an attempt fails or completes.
+    pub waiting_on: Option<String>,
+    pub wait_reason: Option<String>,
 }
 
 /// How an erasure attempt that did not complete ends.
@@ -486,9 +504,15 @@ pub enum DeletionSetback {
         retry_at: i64,
         max_attempts: u32,
     },
-    /// The attempt could not start (a scoring run is writing the survey's scores, or a
-    /// concurrent rewrite replaced a file first): try again at `retry_at`, not counted.
-    Deferred { retry_at: i64 },
+    /// The attempt could not go on (a scoring run is writing the survey's scores, an instance
+    /// has not purged its log, a concurrent rewrite replaced a file first): try again at
+    /// `retry_at`, not counted. `waiting_on` names what it waits for (`instance <id>`,
+    /// `run <id>`), and `reason` says why; both are shown on the deletion.
+    Deferred {
+        retry_at: i64,
+        waiting_on: Option<String>,
+        reason: String,
+    },
 }
 
 /// A tombstoned browser-session identifier, as `sha256("survey_id:identifier")` in hex.

@@ -138,8 +138,9 @@ pub(crate) fn tombstoned_identifier(row: &impl Columns) -> Result<TombstonedIden
 }
 
 pub(crate) const RUN_COLUMNS: &str = "id, survey_id, force, status, total, scored, skipped,
-    failed, failures, error, created_at, started_at, completed_at, updated_at,
-    cancel_requested_at, cancel_requested_by, canceled_at, canceled_by, owner, lease_until";
+    failed, failures, deferred, deferred_reason, error, created_at, started_at, completed_at,
+    updated_at, cancel_requested_at, cancel_requested_by, canceled_at, canceled_by, owner,
+    lease_until";
 
 pub(crate) fn scoring_run(row: &impl Columns) -> Result<ScoringRun> {
     let status = row.text("status")?;
@@ -156,6 +157,8 @@ pub(crate) fn scoring_run(row: &impl Columns) -> Result<ScoringRun> {
         failed: row.count("failed")?,
         failures: serde_json::from_str(&failures)
             .map_err(|error| Error::Corrupt(format!("run failures: {error}")))?,
+        deferred: row.count("deferred")?,
+        deferred_reason: row.opt_text("deferred_reason")?,
         error: row.opt_text("error")?,
         created_at: row.int("created_at")?,
         started_at: row.int("started_at")?,
@@ -197,7 +200,7 @@ pub(crate) fn failures_without(
 }
 
 pub(crate) const DELETION_COLUMNS: &str = "survey_id, reference, status, attempts, requested_at,
-    updated_at, completed_at, error, next_attempt_at, owner, lease_until";
+    updated_at, completed_at, error, next_attempt_at, owner, lease_until, waiting_on, wait_reason";
 
 pub(crate) fn deletion(row: &impl Columns) -> Result<SessionDeletion> {
     let status = row.text("status")?;
@@ -214,6 +217,8 @@ pub(crate) fn deletion(row: &impl Columns) -> Result<SessionDeletion> {
         next_attempt_at: row.int("next_attempt_at")?,
         owner: row.opt_text("owner")?,
         lease_until: row.opt_int("lease_until")?,
+        waiting_on: row.opt_text("waiting_on")?,
+        wait_reason: row.opt_text("wait_reason")?,
     })
 }
 

@@ -152,6 +152,7 @@ conformance!(
     a_deletion_is_claimed_by_one_instance,
     a_partition_is_compacted_by_one_instance_at_a_time,
     an_erasure_waits_for_live_instances_that_have_not_purged,
+    a_run_asks_the_live_fleet_to_flush,
     a_restore_redoes_every_deletion_and_sqlite_copies_itself,
 );
 
@@ -206,9 +207,10 @@ async fn concurrent_starts_on_two_instances_create_one_active_run(fixture: Fixtu
     assert!(
         fixture
             .catalog()
-            .has_active_scoring_run(&survey.id)
+            .active_scoring_run(&survey.id)
             .await
             .expect("active")
+            .is_some()
     );
 }
 
@@ -267,6 +269,8 @@ async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
         cohort: Vec::new(),
         reasons: Vec::new(),
         cluster: None,
+        // Scored on more events than any session here has: not grown.
+        events: 1_000_000,
     };
     assert!(
         !catalog
@@ -294,6 +298,20 @@ async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
             .await
             .expect("record")
     );
+    // A pause counts only for the owner.
+    assert_eq!(
+        catalog.note_run_pause(&run.id, "a").await.expect("pause"),
+        None
+    );
+    assert_eq!(
+        other.note_run_pause(&run.id, "b").await.expect("pause"),
+        Some(1)
+    );
+    let progress = RunProgress {
+        deferred: 1,
+        deferred_reason: Some("1 session's events are not all in the lake".to_owned()),
+        ..progress
+    };
     assert!(
         other
             .finish_scoring_run(&run.id, "b", &progress, &RunOutcome::Completed)
@@ -307,11 +325,16 @@ async fn a_run_is_fenced_to_its_current_owner(fixture: Fixture) {
         .expect("exists");
     assert_eq!(done.status, RunStatus::Completed);
     assert_eq!(done.owner, None);
+    assert_eq!(
+        (done.deferred, done.deferred_reason),
+        (1, progress.deferred_reason)
+    );
     assert!(
-        !catalog
-            .has_active_scoring_run(&survey.id)
+        catalog
+            .active_scoring_run(&survey.id)
             .await
             .expect("active")
+            .is_none()
     );
 }
 
@@ -339,6 +362,8 @@ async fn a_gated_record_commits_only_once_ready(fixture: Fixture) {
         cohort: Vec::new(),
         reasons: Vec::new(),
         cluster: None,
+        // Scored on more events than any session here has: not grown.
+        events: 1_000_000,
     };
     let refused: catalog::Ready<'_> = Box::pin(async { false });
     assert!(
@@ -578,7 +603,7 @@ async fn a_plan_read_stays_linear_on_statistics_from_before_the_survey_grew(fixt
     let catalog = fixture.catalog();
     let small = new_survey(catalog).await;
     catalog
-        .apply_session_stats("i", 1, &[delta(&small, "tab", Some(REFERENCE), 3)])
+        .apply_session_stats("i", 1, 1, &[delta(&small, "tab", Some(REFERENCE), 3)])
         .await
         .expect("stats");
     if matches!(fixture._store, Store::Postgres { .. }) {
@@ -608,7 +633,7 @@ async fn a_plan_read_stays_linear_on_statistics_from_before_the_survey_grew(fixt
         .collect();
     for (batch, chunk) in deltas.chunks(2_000).enumerate() {
         catalog
-            .apply_session_stats("i", 2 + batch as u64, chunk)
+            .apply_session_stats("i", 1, 2 + batch as u64, chunk)
             .await
             .expect("stats");
     }
@@ -642,7 +667,7 @@ async fn an_incremental_plan_reads_the_unscored_and_counts_the_rest(fixture: Fix
     deltas.push(delta(&survey, "tab-0b", Some(&reference(0)), 2));
     deltas.push(delta(&survey, "anonymous", None, 5));
     catalog
-        .apply_session_stats("i", 1, &deltas)
+        .apply_session_stats("i", 1, 1, &deltas)
         .await
         .expect("stats");
     // A later batch of tab-1 widens its received range.
@@ -650,7 +675,7 @@ async fn an_incremental_plan_reads_the_unscored_and_counts_the_rest(fixture: Fix
     later.first_received_at = 5_000;
     later.last_received_at = 9_000;
     catalog
-        .apply_session_stats("i", 2, &[later])
+        .apply_session_stats("i", 1, 2, &[later])
         .await
         .expect("stats");
 
@@ -673,6 +698,8 @@ async fn an_incremental_plan_reads_the_unscored_and_counts_the_rest(fixture: Fix
         cohort: Vec::new(),
         reasons: Vec::new(),
         cluster: None,
+        // Reference 3 was scored on 2 of the 3 events it has now: it is due again.
+        events: if i == 3 { 2 } else { 3 },
     };
     assert!(
         catalog
@@ -759,6 +786,9 @@ async fn an_incremental_plan_reads_the_unscored_and_counts_the_rest(fixture: Fix
         ]
     );
 
+    let grown: Vec<&str> = plan.grown.iter().map(|s| s.identifier.as_str()).collect();
+    assert_eq!(grown, ["tab-3"], "scored on fewer events than it has now");
+
     let mut again = catalog
         .reference_sessions(
             &survey.id,
@@ -802,7 +832,7 @@ async fn the_desk_counts_pages_and_clusters_without_tombstoned_references(fixtur
         })
         .collect();
     catalog
-        .apply_session_stats("i", 1, &deltas)
+        .apply_session_stats("i", 1, 1, &deltas)
         .await
         .expect("stats");
     let (run, _) = catalog
@@ -848,6 +878,8 @@ async fn the_desk_counts_pages_and_clusters_without_tombstoned_references(fixtur
                 "second | with a bar".to_owned(),
             ],
             cluster: (i < 2).then_some((0, 7)),
+            // Scored on more events than any session here has: not grown.
+            events: 1_000_000,
         })
         .collect();
     assert!(
@@ -1000,6 +1032,7 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
     catalog
         .apply_session_stats(
             "i",
+            1,
             3,
             &[
                 delta(&survey, "tab-1", Some(REFERENCE), 4),
@@ -1030,6 +1063,8 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
         cohort: Vec::new(),
         reasons: Vec::new(),
         cluster: None,
+        // Scored on more events than any session here has: not grown.
+        events: 1_000_000,
     };
     assert!(
         catalog
@@ -1054,6 +1089,7 @@ async fn scores_and_erasure_show_in_lookup(fixture: Fixture) {
             failure("tab-2"),
             failure("other-reference"),
         ],
+        ..RunProgress::default()
     };
     catalog
         .report_run_progress(&run.id, "w", 60_000, &progress)
@@ -1188,6 +1224,7 @@ async fn a_lookup_follows_a_session_that_moves_to_another_reference(fixture: Fix
         .apply_session_stats(
             "i",
             1,
+            1,
             &[
                 delta(&survey, "tab-1", Some(first), 3),
                 delta(&survey, "tab-2", Some(first), 2),
@@ -1199,7 +1236,7 @@ async fn a_lookup_follows_a_session_that_moves_to_another_reference(fixture: Fix
 
     // tab-1 is linked to the second reference: its events (3 + 4) go with it.
     catalog
-        .apply_session_stats("i", 2, &[delta(&survey, "tab-1", Some(second), 4)])
+        .apply_session_stats("i", 1, 2, &[delta(&survey, "tab-1", Some(second), 4)])
         .await
         .expect("stats");
     assert_eq!(
@@ -1208,14 +1245,14 @@ async fn a_lookup_follows_a_session_that_moves_to_another_reference(fixture: Fix
     );
     // A batch without a reference keeps the session's link.
     catalog
-        .apply_session_stats("i", 3, &[delta(&survey, "tab-1", None, 1)])
+        .apply_session_stats("i", 1, 3, &[delta(&survey, "tab-1", None, 1)])
         .await
         .expect("stats");
     assert_eq!(lookup(&[second]).await, [(second.to_owned(), 8)]);
 
     // tab-2 follows: the first reference has no session and no score left.
     catalog
-        .apply_session_stats("i", 4, &[delta(&survey, "tab-2", Some(second), 1)])
+        .apply_session_stats("i", 1, 4, &[delta(&survey, "tab-2", Some(second), 1)])
         .await
         .expect("stats");
     assert_eq!(lookup(&[first, second]).await, [(second.to_owned(), 11)]);
@@ -1267,6 +1304,8 @@ async fn cohort_points_are_found_by_cell_and_erased_with_their_session(fixture: 
         cohort,
         reasons: Vec::new(),
         cluster: None,
+        // Scored on more events than any session here has: not grown.
+        events: 1_000_000,
     };
     let record = |scores: Vec<NewScore>| {
         let (survey, run) = (survey.id.clone(), run.id.clone());
@@ -1371,17 +1410,21 @@ async fn cohort_points_are_found_by_cell_and_erased_with_their_session(fixture: 
 async fn an_erasure_waits_for_live_instances_that_have_not_purged(fixture: Fixture) {
     let catalog = fixture.catalog();
     let survey = new_survey(catalog).await;
-    let waiting = |seen_since| catalog.instances_yet_to_purge(&survey.id, REFERENCE, seen_since);
+    const LEASE: i64 = 60_000;
+    let blockers = || async {
+        catalog
+            .fleet_blockers(&survey.id, REFERENCE, LEASE)
+            .await
+            .expect("blockers")
+            .into_iter()
+            .map(|member| member.instance)
+            .collect::<Vec<_>>()
+    };
     // No tombstone yet: nothing to wait for; then instances report as they purge.
-    assert!(waiting(0).await.expect("waiting").is_empty());
-    catalog
-        .report_instance("a", 10_000, 0)
-        .await
-        .expect("report");
-    catalog
-        .report_instance("b", 10_000, 0)
-        .await
-        .expect("report");
+    assert!(blockers().await.is_empty());
+    let a = catalog.join_fleet("a").await.expect("join");
+    let b = catalog.join_fleet("b").await.expect("join");
+    assert_eq!((a, b), (1, 1), "a first join is epoch 1");
     catalog
         .request_session_deletion(&survey.id, REFERENCE)
         .await
@@ -1394,25 +1437,114 @@ async fn an_erasure_waits_for_live_instances_that_have_not_purged(fixture: Fixtu
         .find(|tombstone| tombstone.reference == REFERENCE)
         .expect("tombstoned")
         .id;
-    assert_eq!(waiting(0).await.expect("waiting"), ["a", "b"]);
+    assert_eq!(blockers().await, ["a", "b"]);
     catalog
-        .report_instance("a", 11_000, tombstone)
+        .report_instance("a", a, tombstone, None)
         .await
         .expect("report");
-    assert_eq!(waiting(0).await.expect("waiting"), ["b"]);
+    assert_eq!(blockers().await, ["b"]);
     // Reports never lower what an instance has purged through.
     catalog
-        .report_instance("a", 12_000, 0)
+        .report_instance("a", a, 0, None)
         .await
         .expect("report");
-    assert_eq!(waiting(0).await.expect("waiting"), ["b"]);
-    // An instance not seen since the lease began no longer holds the erasure up.
-    assert!(waiting(10_500).await.expect("waiting").is_empty());
+    assert_eq!(blockers().await, ["b"]);
+    // A purge that fails is reported, with its reason, and the instance stays live.
     catalog
-        .report_instance("b", 13_000, tombstone + 5)
+        .report_instance("b", b, 0, Some("disk full"))
         .await
         .expect("report");
-    assert!(waiting(0).await.expect("waiting").is_empty());
+    let members = catalog
+        .fleet_blockers(&survey.id, REFERENCE, LEASE)
+        .await
+        .expect("blockers");
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].purge_error.as_deref(), Some("disk full"));
+    assert!(members[0].live && !members[0].fenced && !members[0].lake_fenced);
+    assert!((0..LEASE).contains(&members[0].silent_ms));
+    // A live instance is not fenced; one silent past the lease is (lease 0: everyone is).
+    assert!(!catalog.fence_instance("b", b, LEASE).await.expect("fence"));
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    assert!(catalog.fence_instance("b", b, 0).await.expect("fence"));
+    let fenced = |error: catalog::Error| matches!(error, catalog::Error::Fenced { .. });
+    assert!(fenced(
+        catalog
+            .report_instance("b", b, tombstone, None)
+            .await
+            .expect_err("fenced")
+    ));
+    assert!(fenced(
+        catalog.check_epoch("b", b).await.expect_err("fenced")
+    ));
+    assert!(fenced(
+        catalog
+            .apply_session_stats("b", b, 1, &[])
+            .await
+            .expect_err("fenced")
+    ));
+    let member = &catalog
+        .fleet_blockers(&survey.id, REFERENCE, LEASE)
+        .await
+        .expect("blockers")[0];
+    assert!(member.fenced && !member.lake_fenced, "{member:?}");
+    catalog.mark_lake_fenced("b", b).await.expect("lake fence");
+    // Back, it joins under a new epoch, and its writes go through again.
+    let again = catalog.join_fleet("b").await.expect("join");
+    assert_eq!(again, b + 1);
+    catalog.check_epoch("b", again).await.expect("not fenced");
+    catalog
+        .report_instance("b", again, tombstone + 5, None)
+        .await
+        .expect("report");
+    assert!(blockers().await.is_empty());
+    // Stopping cleanly fences the instance, in the lake too.
+    catalog.leave_fleet("a", a).await.expect("leave");
+    assert!(fenced(
+        catalog.check_epoch("a", a).await.expect_err("fenced")
+    ));
+}
+
+/// A run asks the other live instances to flush and waits for their answers.
+async fn a_run_asks_the_live_fleet_to_flush(fixture: Fixture) {
+    let catalog = fixture.catalog();
+    let a = catalog.join_fleet("a").await.expect("join");
+    let b = catalog.join_fleet("b").await.expect("join");
+    let c = catalog.join_fleet("c").await.expect("join");
+    catalog.leave_fleet("c", c).await.expect("leave");
+    assert_eq!(catalog.flush_wanted("b").await.expect("wanted"), (0, true));
+    let request = catalog
+        .request_fleet_flush("a", 60_000)
+        .await
+        .expect("request");
+    assert_eq!(request.asked, ["b"], "the live ones but the requester");
+    assert!(request.token > 0);
+    assert_eq!(
+        catalog
+            .fleet_flush_pending(request.token, 60_000)
+            .await
+            .expect("pending"),
+        ["b"]
+    );
+    assert_eq!(
+        catalog.flush_wanted("b").await.expect("wanted"),
+        (request.token, false)
+    );
+    catalog
+        .flush_answered("b", b, request.token)
+        .await
+        .expect("answered");
+    assert!(
+        catalog
+            .fleet_flush_pending(request.token, 60_000)
+            .await
+            .expect("pending")
+            .is_empty()
+    );
+    assert_eq!(
+        catalog.flush_wanted("b").await.expect("wanted"),
+        (request.token, true)
+    );
+    let _ = a;
 }
 
 async fn a_partition_is_compacted_by_one_instance_at_a_time(fixture: Fixture) {
@@ -1622,11 +1754,16 @@ async fn session_stats_aggregate_per_reference_and_watermark_advances(fixture: F
         last_received_at: last + 1,
     };
     catalog
-        .apply_session_stats("i", 5, &[delta("a", 3, 100, 200), delta("b", 2, 50, 150)])
+        .apply_session_stats(
+            "i",
+            1,
+            5,
+            &[delta("a", 3, 100, 200), delta("b", 2, 50, 150)],
+        )
         .await
         .expect("apply");
     catalog
-        .apply_session_stats("i", 9, &[delta("a", 4, 120, 400)])
+        .apply_session_stats("i", 1, 9, &[delta("a", 4, 120, 400)])
         .await
         .expect("apply");
     assert_eq!(
@@ -1658,6 +1795,7 @@ async fn deletions_tombstone_at_once_and_retry_until_they_fail(fixture: Fixture)
     catalog
         .apply_session_stats(
             "i",
+            1,
             1,
             &[SessionDelta {
                 survey_id: survey.id.clone(),
@@ -1716,7 +1854,11 @@ async fn deletions_tombstone_at_once_and_retry_until_they_fail(fixture: Fixture)
             &survey.id,
             reference,
             "w",
-            &DeletionSetback::Deferred { retry_at: 0 },
+            &DeletionSetback::Deferred {
+                retry_at: 0,
+                waiting_on: Some("run r".to_owned()),
+                reason: "a scoring run is active on the survey".to_owned(),
+            },
         )
         .await
         .expect("defer")
@@ -2000,6 +2142,8 @@ mod places_stored_before_cohort_cells {
             }],
             reasons: Vec::new(),
             cluster: None,
+            // Scored on more events than any session here has: not grown.
+            events: 1_000_000,
         };
         assert!(
             catalog

@@ -32,8 +32,9 @@ impl CompactionGuard for CatalogGuard {
     async fn survey_is_scanned(&self, survey_id: &str) -> Result<bool, GuardError> {
         Ok(self
             .catalog
-            .has_active_scoring_run(&survey(survey_id)?)
-            .await?)
+            .active_scoring_run(&survey(survey_id)?)
+            .await?
+            .is_some())
     }
 
     /// Claims a partition, taking it over from a command-line compaction of this host that died

@@ -32,7 +32,9 @@ pub mod rewrite;
 pub mod store;
 pub mod tables;
 
-pub use delta::{Change, Committed, LiveFile, NewFile, Publication, Table, Upload};
+pub use delta::{
+    Change, CommitGuard, Committed, LiveFile, NewFile, Publication, Refusal, Table, Upload,
+};
 pub use store::{LakeError, Store};
 pub use tables::TableKind;
 

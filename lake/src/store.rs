@@ -19,6 +19,9 @@ pub enum LakeError {
     Schema(String),
     #[error("a commit lost {0} races in a row")]
     Contended(usize),
+    /// A writer's commit guard refused the commit (see [`crate::delta::CommitGuard`]).
+    #[error("the commit was refused: {0}")]
+    Refused(String),
     #[error("the retention {0:?} is too long to count")]
     RetentionOutOfRange(std::time::Duration),
     #[error("the table's log has no commit time for version {0}")]

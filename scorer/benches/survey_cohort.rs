@@ -89,6 +89,7 @@ async fn bench() -> Result<(), Box<dyn std::error::Error>> {
                 cohort: placer.places(features),
                 reasons: Vec::new(),
                 cluster: None,
+                events: features.event_count.max(0.0) as u64,
             })
             .collect();
         catalog

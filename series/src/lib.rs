@@ -426,6 +426,29 @@ pub static DELETIONS_DUE: GaugeSeries = GaugeSeries(Meta {
     zero: NO_LABELS,
 });
 
+pub static DELETIONS_WAITING: GaugeSeries = GaugeSeries(Meta {
+    name: "telltale_deletions_waiting",
+    unit: None,
+    help: "session deletions this instance last found waiting, by what they wait on (an \
+           instance's log purge, a scoring run, an upload or rewrite in flight); each \
+           deletion's resource names it and says why",
+    zero: &[&[("on", "instance")], &[("on", "run")], &[("on", "lake")]],
+});
+
+pub static FLEET_FENCES_TOTAL: CounterSeries = CounterSeries(Meta {
+    name: "telltale_fleet_fences_total",
+    unit: None,
+    help: "instances this instance's erasures fenced off after their lease lapsed",
+    zero: NO_LABELS,
+});
+
+pub static FLEET_REJOINS_TOTAL: CounterSeries = CounterSeries(Meta {
+    name: "telltale_fleet_rejoins_total",
+    unit: None,
+    help: "times this instance found itself fenced off and joined the fleet again",
+    zero: NO_LABELS,
+});
+
 pub static SCORING_RUNS_TOTAL: CounterSeries = CounterSeries(Meta {
     name: "telltale_scoring_runs_total",
     unit: None,
@@ -447,8 +470,12 @@ pub static SCORING_RUN_SECONDS: HistogramSeries = HistogramSeries(Meta {
 pub static SCORING_SESSIONS_TOTAL: CounterSeries = CounterSeries(Meta {
     name: "telltale_scoring_sessions_total",
     unit: None,
-    help: "sessions of finished runs, by outcome (scored, failed)",
-    zero: &[&[("outcome", "scored")], &[("outcome", "failed")]],
+    help: "sessions of finished runs, by outcome (scored, failed, deferred to a later run)",
+    zero: &[
+        &[("outcome", "scored")],
+        &[("outcome", "failed")],
+        &[("outcome", "deferred")],
+    ],
 });
 
 /// Every series, in the order `docs/operations.md` lists them.
@@ -490,6 +517,9 @@ pub static ALL: &[Series] = &[
     Series::Counter(&ERASURES_TOTAL),
     Series::Histogram(&ERASURE_SECONDS),
     Series::Gauge(&DELETIONS_DUE),
+    Series::Gauge(&DELETIONS_WAITING),
+    Series::Counter(&FLEET_FENCES_TOTAL),
+    Series::Counter(&FLEET_REJOINS_TOTAL),
     Series::Counter(&SCORING_RUNS_TOTAL),
     Series::Histogram(&SCORING_RUN_SECONDS),
     Series::Counter(&SCORING_SESSIONS_TOTAL),

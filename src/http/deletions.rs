@@ -50,6 +50,12 @@ pub struct SessionDeletionView {
     pub completed_at: Option<String>,
     /// Why the last attempt failed.
     pub error: Option<String>,
+    /// While `pending`: what the erasure waits on, as its last attempt found it (`instance
+    /// <id>`: an instance of the fleet that has not purged its log; `run <id>`: a scoring run
+    /// writing the survey's scores), or null.
+    pub waiting_on: Option<String>,
+    /// While `pending`: why it waits, or null.
+    pub wait_reason: Option<String>,
 }
 
 impl From<SessionDeletion> for SessionDeletionView {
@@ -62,6 +68,8 @@ impl From<SessionDeletion> for SessionDeletionView {
             updated_at: iso8601(deletion.updated_at),
             completed_at: deletion.completed_at.map(iso8601),
             error: deletion.error,
+            waiting_on: deletion.waiting_on,
+            wait_reason: deletion.wait_reason,
         }
     }
 }

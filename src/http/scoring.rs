@@ -67,6 +67,12 @@ pub struct ScoringRunView {
     pub skipped: u64,
     pub failed: u64,
     pub failures: Vec<ScoringFailureView>,
+    /// Sessions left for a later run: some of their acknowledged events were not in the lake
+    /// yet (another instance's log held them). A session is never scored on part of its events.
+    pub deferred: u64,
+    /// Why sessions were deferred; present when `deferred` is above 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deferred_reason: Option<String>,
     /// Present on a failed run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -111,6 +117,8 @@ impl From<ScoringRun> for ScoringRunView {
                     message: failure.message,
                 })
                 .collect(),
+            deferred: run.deferred,
+            deferred_reason: run.deferred_reason,
             error: run.error,
             created_at: iso8601(run.created_at),
             started_at: iso8601(run.started_at),

@@ -92,7 +92,9 @@ fn assert_deletion_shape(deletion: &Value) {
             "reference",
             "requestedAt",
             "status",
-            "updatedAt"
+            "updatedAt",
+            "waitReason",
+            "waitingOn"
         ],
         "{deletion}"
     );

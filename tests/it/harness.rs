@@ -187,11 +187,21 @@ impl TestServer {
     /// Starts another instance, on a data dir (and log) of its own, sharing `first`'s catalog
     /// and lake, as a second server behind a load balancer would. It uses `first`'s key.
     pub(crate) async fn start_sharing(first: &TestServer, extra_args: &[&str]) -> TestServer {
+        TestServer::start_sharing_with_env(first, extra_args, &[]).await
+    }
+
+    /// [`Self::start_sharing`] with environment variables of its own besides the stores' (an
+    /// `AWS_ENDPOINT` through a [`crate::proxy::StallProxy`], say).
+    pub(crate) async fn start_sharing_with_env(
+        first: &TestServer,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
         let stores = first
             .scale_out
             .clone()
             .expect("sharing needs a server on the scale-out stores");
-        let mut server = TestServer::start_on(new_root(), Some(stores), extra_args, &[]).await;
+        let mut server = TestServer::start_on(new_root(), Some(stores), extra_args, env).await;
         server.bootstrap_key = first.bootstrap_key.clone();
         server
     }

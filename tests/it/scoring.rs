@@ -161,6 +161,7 @@ pub(crate) async fn wait_scored(
 fn assert_run_shape(run: &Value, optional: &[&str]) {
     let mut expected = vec![
         "createdAt",
+        "deferred",
         "failed",
         "failures",
         "force",

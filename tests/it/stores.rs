@@ -156,6 +156,11 @@ impl ScaleOutStores {
         format!("s3://{}", self.bucket)
     }
 
+    /// The S3 server's URL (`http://127.0.0.1:<port>`).
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     pub(crate) fn env(&self) -> Vec<(String, String)> {
         aws_env(&self.endpoint)
     }

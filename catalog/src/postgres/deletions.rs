@@ -22,7 +22,7 @@ crate::shared::impl_deletions!(PgCatalog, {
                          attempts = attempts + 1,
                          status = CASE WHEN attempts + 1 >= $1 THEN 'failed' ELSE 'pending' END,
                          error = $2, next_attempt_at = $3, updated_at = $4,
-                         owner = NULL, lease_until = NULL
+                         owner = NULL, lease_until = NULL, waiting_on = NULL, wait_reason = NULL
                      WHERE survey_id = $5 AND reference = $6 AND status = 'pending'
                        AND owner = $7
                      RETURNING {DELETION_COLUMNS}"
@@ -37,10 +37,15 @@ crate::shared::impl_deletions!(PgCatalog, {
                 .fetch_optional(&self.pool)
                 .await?
             }
-            DeletionSetback::Deferred { retry_at } => {
+            DeletionSetback::Deferred {
+                retry_at,
+                waiting_on,
+                reason,
+            } => {
                 sqlx::query(&format!(
                     "UPDATE session_deletions SET
-                         next_attempt_at = $1, owner = NULL, lease_until = NULL
+                         next_attempt_at = $1, owner = NULL, lease_until = NULL,
+                         waiting_on = $5, wait_reason = $6
                      WHERE survey_id = $2 AND reference = $3 AND status = 'pending'
                        AND owner = $4
                      RETURNING {DELETION_COLUMNS}"
@@ -49,6 +54,8 @@ crate::shared::impl_deletions!(PgCatalog, {
                 .bind(survey.as_str())
                 .bind(reference)
                 .bind(owner)
+                .bind(waiting_on.as_deref())
+                .bind(reason)
                 .fetch_optional(&self.pool)
                 .await?
             }

@@ -150,6 +150,10 @@ impl PgCatalog {
     /// instead of queueing behind it.
     const SKIP_LOCKED: &str = "FOR UPDATE SKIP LOCKED";
 
+    /// The catalog's clock in Unix milliseconds, one value a statement (the fleet's leases are
+    /// judged by it alone, never an instance's clock).
+    const NOW_MS: &str = "(extract(epoch from statement_timestamp()) * 1000)::bigint";
+
     /// A score's bin of the desk's histogram (5 points wide; 100 is in the last).
     const SCORE_BIN: &str = "LEAST(floor(human_score_percent / 5)::bigint, 19)";
     /// Index hint for the desk's reads in score order.
@@ -158,6 +162,7 @@ impl PgCatalog {
     /// Index hints for the shared SQL of a run's plan: SQLite's planner, without statistics,
     /// would take a primary key's `survey_id` prefix and read the whole survey.
     const LIVE_REFERENCES: &str = "";
+    const DUE_REFERENCES: &str = "";
     const SESSIONS_BY_REFERENCE: &str = "";
 
     /// The joins of a run's plan, each driven from its small side by a LATERAL probe that the
@@ -329,11 +334,27 @@ crate::shared::impl_surveys!(PgCatalog, {
     async fn apply_session_stats(
         &self,
         instance: &str,
+        epoch: i64,
         through_lsn: u64,
         deltas: &[SessionDelta],
     ) -> Result<()> {
         let deltas = merge_deltas(deltas);
         let mut tx = self.pool.begin().await?;
+        // The fence: `FOR SHARE` holds the instance's row until commit, so an erasure cannot
+        // fence the epoch between this check and the statistics landing.
+        let fenced: Option<bool> = sqlx::query_scalar(
+            "SELECT fenced_epoch >= $2 FROM instances WHERE instance_id = $1 FOR SHARE",
+        )
+        .bind(instance)
+        .bind(epoch)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if fenced == Some(true) {
+            return Err(Error::Fenced {
+                instance: instance.to_owned(),
+                epoch,
+            });
+        }
         // The references the sessions are linked to before the upsert (one may move away) and
         // after it: what a lookup answers of each is refreshed in the same transaction.
         let surveys: Vec<String> = deltas
@@ -568,15 +589,17 @@ crate::shared::impl_runs!(PgCatalog, {
                          run_id = excluded.run_id
                      RETURNING survey_id, reference, human_score_percent, score_band, scored_at,
                                model_version),
-                 desk (reference, reasons, cluster_modality, cohort_alike, cohort_cells) AS (
+                 desk (reference, reasons, cluster_modality, cohort_alike, cohort_cells,
+                       scored_events) AS (
                      SELECT * FROM unnest($2::text[], $8::text[], $9::int8[], $10::int8[],
-                                          $11::text[]))
+                                          $11::text[], $12::int8[]))
                  INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
                                                   score_band, scored_at, model_version, reasons,
-                                                  cluster_modality, cohort_alike, cohort_cells)
+                                                  cluster_modality, cohort_alike, cohort_cells,
+                                                  scored_events)
                  SELECT s.survey_id, s.reference, s.human_score_percent, s.score_band,
                         s.scored_at, s.model_version, d.reasons, d.cluster_modality,
-                        d.cohort_alike, d.cohort_cells
+                        d.cohort_alike, d.cohort_cells, d.scored_events
                  FROM scored s JOIN desk d ON d.reference = s.reference
                  ON CONFLICT (survey_id, reference) DO UPDATE SET
                      human_score_percent = excluded.human_score_percent,
@@ -586,7 +609,8 @@ crate::shared::impl_runs!(PgCatalog, {
                      reasons = excluded.reasons,
                      cluster_modality = excluded.cluster_modality,
                      cohort_alike = excluded.cohort_alike,
-                     cohort_cells = excluded.cohort_cells",
+                     cohort_cells = excluded.cohort_cells,
+                     scored_events = excluded.scored_events",
             )
             .bind(survey.as_str())
             .bind(
@@ -644,6 +668,7 @@ crate::shared::impl_runs!(PgCatalog, {
                     .map(|s| rows::cohort_cells_json(&s.cohort))
                     .collect::<Vec<_>>(),
             )
+            .bind(scores.iter().map(|s| to_i64(s.events)).collect::<Vec<_>>())
             .execute(&mut *tx)
             .await?;
             Self::replace_cohort_points(&mut tx, survey.as_str(), &scores, &had).await?;

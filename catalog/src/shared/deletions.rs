@@ -14,7 +14,8 @@ macro_rules! impl_deletions {
                 let done = sqlx::query(
                     "UPDATE session_deletions SET
                          status = 'pending', attempts = 0, error = NULL, completed_at = NULL,
-                         updated_at = $1, next_attempt_at = $1, owner = NULL, lease_until = NULL",
+                         updated_at = $1, next_attempt_at = $1, owner = NULL, lease_until = NULL,
+                         waiting_on = NULL, wait_reason = NULL",
                 )
                 .bind(now)
                 .execute(&self.pool)
@@ -56,7 +57,7 @@ macro_rules! impl_deletions {
                      ON CONFLICT (survey_id, reference) DO UPDATE SET
                          status = 'pending', attempts = 0, error = NULL, completed_at = NULL,
                          updated_at = excluded.updated_at, next_attempt_at = excluded.next_attempt_at,
-                         owner = NULL, lease_until = NULL
+                         owner = NULL, lease_until = NULL, waiting_on = NULL, wait_reason = NULL
                      WHERE session_deletions.status = 'failed'",
                 )
                 .bind(survey.as_str())
@@ -145,7 +146,8 @@ macro_rules! impl_deletions {
                 let completed = sqlx::query(
                     "UPDATE session_deletions SET
                          status = 'completed', attempts = attempts + 1, error = NULL,
-                         completed_at = $1, updated_at = $1, owner = NULL, lease_until = NULL
+                         completed_at = $1, updated_at = $1, owner = NULL, lease_until = NULL,
+                         waiting_on = NULL, wait_reason = NULL
                      WHERE survey_id = $2 AND reference = $3 AND status = 'pending' AND owner = $4",
                 )
                 .bind(now_millis())

@@ -136,7 +136,8 @@ macro_rules! impl_runs {
                 let now = now_millis();
                 let cancel_requested: Option<Option<i64>> = sqlx::query_scalar(
                     "UPDATE scoring_runs SET total = $1, scored = $2, skipped = $3, failed = $4,
-                                             failures = $5, updated_at = $6, lease_until = $7
+                                             failures = $5, updated_at = $6, lease_until = $7,
+                                             deferred = $10, deferred_reason = $11
                      WHERE id = $8 AND owner = $9 AND status = 'running'
                      RETURNING cancel_requested_at",
                 )
@@ -149,6 +150,8 @@ macro_rules! impl_runs {
                 .bind(now.saturating_add(lease_ms))
                 .bind(id.as_str())
                 .bind(owner)
+                .bind(to_i64(progress.deferred))
+                .bind(progress.deferred_reason.as_deref())
                 .fetch_optional(&self.pool)
                 .await?;
                 Ok(match cancel_requested {
@@ -177,7 +180,8 @@ macro_rules! impl_runs {
                                              canceled_at = CASE WHEN $9 THEN $8 ELSE NULL END,
                                              canceled_by = CASE WHEN $9 THEN cancel_requested_by
                                                                 ELSE NULL END,
-                                             owner = NULL, lease_until = NULL
+                                             owner = NULL, lease_until = NULL,
+                                             deferred = $12, deferred_reason = $13
                      WHERE id = $10 AND owner = $11 AND status = 'running'",
                 )
                 .bind(status.as_str())
@@ -191,6 +195,8 @@ macro_rules! impl_runs {
                 .bind(matches!(outcome, RunOutcome::Canceled))
                 .bind(id.as_str())
                 .bind(owner)
+                .bind(to_i64(progress.deferred))
+                .bind(progress.deferred_reason.as_deref())
                 .execute(&self.pool)
                 .await?
                 .rows_affected();
@@ -235,6 +241,7 @@ macro_rules! impl_runs {
                 // reference with sessions); tombstoned references that got sessions again after
                 // their erasure are few and subtracted.
                 let live = <$backend>::LIVE_REFERENCES;
+                let due = <$backend>::DUE_REFERENCES;
                 let tombstoned_live = <$backend>::TOMBSTONED_LIVE;
                 let scored_by_run = <$backend>::SCORED_BY_RUN;
                 let sessions_of = <$backend>::SESSIONS_OF_REFERENCE;
@@ -264,11 +271,15 @@ macro_rules! impl_runs {
                 .bind(run.as_str())
                 .fetch_one(&mut *tx)
                 .await?;
+                // The references due: no score, or acknowledged events that grew past the ones
+                // their score was computed from (the partial index `reference_summaries_due`).
                 let rows = sqlx::query(&format!(
                     "SELECT s.identifier, s.reference, s.event_count, s.first_received_at,
-                            s.last_received_at
-                     FROM reference_summaries r {live} {sessions_of}
-                     WHERE r.survey_id = $1 AND r.sessions > 0 AND r.scored_at IS NULL
+                            s.last_received_at, r.scored_at IS NOT NULL AS grown
+                     FROM reference_summaries r {due} {sessions_of}
+                     WHERE r.survey_id = $1
+                       AND r.sessions > 0
+                       AND (r.scored_at IS NULL OR r.event_count > r.scored_events)
                        AND NOT EXISTS (SELECT 1 FROM tombstones t
                                        WHERE t.survey_id = r.survey_id AND t.reference = r.reference)"
                 ))
@@ -277,11 +288,21 @@ macro_rules! impl_runs {
                 .await?;
                 tx.commit().await?;
                 let count = |n: i64| u64::try_from(n).unwrap_or(0);
+                let (mut sessions, mut grown) = (Vec::new(), Vec::new());
+                for row in &rows {
+                    let identity = rows::session_identity(row)?;
+                    if row.try_get::<bool, _>("grown")? {
+                        grown.push(identity);
+                    } else {
+                        sessions.push(identity);
+                    }
+                }
                 Ok(UnscoredSessions {
                     references: count(references - tombstoned),
                     scored: count(scored - tombstoned_scored),
                     scored_by_run: count(scored_by_run),
-                    sessions: rows.iter().map(rows::session_identity).collect::<Result<_>>()?,
+                    sessions,
+                    grown,
                 })
             }
 
@@ -349,14 +370,27 @@ macro_rules! impl_runs {
                 self.find_cohort_points(survey.as_str(), probes).await
             }
 
-            async fn has_active_scoring_run(&self, survey: &SurveyId) -> Result<bool> {
-                let active: bool = sqlx::query_scalar(
-                    "SELECT EXISTS (SELECT 1 FROM scoring_runs WHERE survey_id = $1 AND status = 'running')",
+            async fn active_scoring_run(&self, survey: &SurveyId) -> Result<Option<RunId>> {
+                let active: Option<String> = sqlx::query_scalar(
+                    "SELECT id FROM scoring_runs WHERE survey_id = $1 AND status = 'running'",
                 )
                 .bind(survey.as_str())
-                .fetch_one(&self.pool)
+                .fetch_optional(&self.pool)
                 .await?;
-                Ok(active)
+                Ok(active.map(RunId::from_stored))
+            }
+
+            async fn note_run_pause(&self, id: &RunId, owner: &str) -> Result<Option<u32>> {
+                let pauses: Option<i64> = sqlx::query_scalar(
+                    "UPDATE scoring_runs SET pauses = pauses + 1
+                     WHERE id = $1 AND owner = $2 AND status = 'running'
+                     RETURNING pauses",
+                )
+                .bind(id.as_str())
+                .bind(owner)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(pauses.map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
             }
         }
     };

@@ -2,6 +2,7 @@
 //! and heartbeats, compaction claims, and the catalog's own copy for a backup.
 
 use super::*;
+use crate::{FleetMember, FlushRequest};
 
 crate::shared::impl_fleet!(SqliteCatalog, {
     async fn copy_into(&self, path: &std::path::Path) -> Result<bool> {

@@ -27,7 +27,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 /// SQLite bounds the number of bound parameters per statement; lookups are at most 100
 /// references, but batched writes are chunked below this.
 const MAX_ROWS_PER_STATEMENT: usize = 500;
-/// Rows a statement of a run's record writes (at most 10 parameters a row, within SQLite's
+/// Rows a statement of a run's record writes (at most 11 parameters a row, within SQLite's
 /// 32,766).
 const RECORD_ROWS_PER_STATEMENT: usize = 2000;
 
@@ -65,7 +65,15 @@ impl SqliteCatalog {
             // keep hot pages in a 64 MiB cache per connection (the default is 2 MiB) and read
             // the rest through a memory map rather than a `pread` per page.
             .pragma("cache_size", "-65536")
-            .pragma("mmap_size", "1073741824");
+            .pragma("mmap_size", "1073741824")
+            // Deleted content on the B-tree pages a transaction writes anyway is zeroed at no
+            // extra I/O: an index entry a score or a statistics update moves or removes (a
+            // reference leaving `reference_summaries_due` as it is scored, say) leaves no copy
+            // of the reference in the page's free space, where an erasure could not reach it.
+            // Freed pages are zeroed only by the erasure's own transaction (`ON`, see
+            // `erase_session_rows`): on for every connection, those extra writes stalled the
+            // collector's log syncs.
+            .pragma("secure_delete", "FAST");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
@@ -97,6 +105,9 @@ impl SqliteCatalog {
     /// Row locks for claims: none, SQLite has one writer at a time.
     const SKIP_LOCKED: &str = "";
 
+    /// The catalog's clock in Unix milliseconds (the fleet's leases are judged by it alone).
+    const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
     /// A score's bin of the desk's histogram (5 points wide; 100 is in the last).
     const SCORE_BIN: &str = "min(CAST(human_score_percent / 5 AS INTEGER), 19)";
     /// Index hint for the desk's reads in score order.
@@ -105,6 +116,7 @@ impl SqliteCatalog {
     /// Index hints for the shared SQL of a run's plan: SQLite's planner, without statistics,
     /// would take a primary key's `survey_id` prefix and read the whole survey.
     const LIVE_REFERENCES: &str = "INDEXED BY reference_summaries_live";
+    const DUE_REFERENCES: &str = "INDEXED BY reference_summaries_due";
     const SESSIONS_BY_REFERENCE: &str = "INDEXED BY sessions_by_reference";
 
     /// The joins of a run's plan (PostgreSQL's counterparts say why they are spelled out).
@@ -210,6 +222,7 @@ crate::shared::impl_surveys!(SqliteCatalog, {
     async fn apply_session_stats(
         &self,
         instance: &str,
+        epoch: i64,
         through_lsn: u64,
         deltas: &[SessionDelta],
     ) -> Result<()> {
@@ -217,6 +230,18 @@ crate::shared::impl_surveys!(SqliteCatalog, {
         // (SQLITE_BUSY, no busy wait) when it upgrades to write while another writer holds the
         // lock, as the corpus recorder's first chunk on 01f3875 showed.
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let fenced: Option<bool> =
+            sqlx::query_scalar("SELECT fenced_epoch >= $2 FROM instances WHERE instance_id = $1")
+                .bind(instance)
+                .bind(epoch)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if fenced == Some(true) {
+            return Err(Error::Fenced {
+                instance: instance.to_owned(),
+                epoch,
+            });
+        }
         // The references the sessions are linked to before the upsert (one may move away) and
         // after it: what a lookup answers of each is refreshed in the same transaction.
         let keys: Vec<(&str, &str)> = deltas
@@ -439,7 +464,8 @@ crate::shared::impl_runs!(SqliteCatalog, {
             let mut summaries = QueryBuilder::new(
                 "INSERT INTO reference_summaries (survey_id, reference, human_score_percent,
                                                   score_band, scored_at, model_version, reasons,
-                                                  cluster_modality, cohort_alike, cohort_cells) ",
+                                                  cluster_modality, cohort_alike, cohort_cells,
+                                                  scored_events) ",
             );
             summaries.push_values(chunk, |mut row, score| {
                 row.push_bind(survey.as_str())
@@ -451,7 +477,8 @@ crate::shared::impl_runs!(SqliteCatalog, {
                     .push_bind(rows::reasons_json(&score.reasons))
                     .push_bind(score.cluster.map(|(modality, _)| i64::from(modality)))
                     .push_bind(score.cluster.map(|(_, alike)| i64::from(alike)))
-                    .push_bind(rows::cohort_cells_json(&score.cohort));
+                    .push_bind(rows::cohort_cells_json(&score.cohort))
+                    .push_bind(to_i64(score.events));
             });
             summaries.push(
                 " ON CONFLICT (survey_id, reference) DO UPDATE SET
@@ -462,7 +489,8 @@ crate::shared::impl_runs!(SqliteCatalog, {
                      reasons = excluded.reasons,
                      cluster_modality = excluded.cluster_modality,
                      cohort_alike = excluded.cohort_alike,
-                     cohort_cells = excluded.cohort_cells",
+                     cohort_cells = excluded.cohort_cells,
+                     scored_events = excluded.scored_events",
             );
             summaries.build().execute(&mut *tx).await?;
         }
@@ -495,30 +523,34 @@ crate::shared::impl_deletions!(SqliteCatalog, {
                      attempts = attempts + 1,
                      status = CASE WHEN attempts + 1 >= $1 THEN 'failed' ELSE 'pending' END,
                      error = $2, next_attempt_at = $3, updated_at = $4,
-                     owner = NULL, lease_until = NULL
+                     owner = NULL, lease_until = NULL, waiting_on = NULL, wait_reason = NULL
                  WHERE survey_id = $5 AND reference = $6 AND status = 'pending' AND owner = $7",
             )
             .bind(i64::from(*max_attempts))
             .bind(error)
-            .bind(retry_at),
-            DeletionSetback::Deferred { retry_at } => sqlx::query(
+            .bind(retry_at)
+            .bind(now)
+            .bind(survey.as_str())
+            .bind(reference)
+            .bind(owner),
+            DeletionSetback::Deferred {
+                retry_at,
+                waiting_on,
+                reason,
+            } => sqlx::query(
                 "UPDATE session_deletions SET
-                     next_attempt_at = $1, owner = NULL, lease_until = NULL
+                     next_attempt_at = $1, owner = NULL, lease_until = NULL,
+                     waiting_on = $5, wait_reason = $6
                  WHERE survey_id = $2 AND reference = $3 AND status = 'pending' AND owner = $4",
             )
-            .bind(retry_at),
-        };
-        let query = match setback {
-            DeletionSetback::Failed { .. } => query.bind(now),
-            DeletionSetback::Deferred { .. } => query,
-        };
-        let changed = query
+            .bind(retry_at)
             .bind(survey.as_str())
             .bind(reference)
             .bind(owner)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+            .bind(waiting_on.as_deref())
+            .bind(reason.as_str()),
+        };
+        let changed = query.execute(&self.pool).await?.rows_affected();
         if changed == 0 {
             return Ok(None);
         }
@@ -527,21 +559,22 @@ crate::shared::impl_deletions!(SqliteCatalog, {
 
     async fn erase_session_rows(&self, erasure: &SessionErasure) -> Result<()> {
         let mut connection = self.pool.acquire().await?;
-        // Deleted rows are overwritten with zeros (and freed pages too), not left in free
-        // space. Only on this connection and for this transaction: on for every connection,
-        // the extra writes of the statistics commits made the collector's log syncs stall
-        // (benches/README.md, `collector_load`, has the open-loop p99 it cost).
+        // Deleted rows are overwritten with zeros, freed pages too, not left in free space.
+        // Only on this connection and for this transaction (every other is `FAST`, which
+        // leaves freed pages as they were): on for every connection, the extra writes of the
+        // statistics commits made the collector's log syncs stall (benches/README.md,
+        // `collector_load`, has the open-loop p99 it cost).
         sqlx::query("PRAGMA secure_delete = ON")
             .execute(&mut *connection)
             .await?;
         let erased = erase_on(&mut connection, erasure).await;
-        let reset = sqlx::query("PRAGMA secure_delete = OFF")
+        let reset = sqlx::query("PRAGMA secure_delete = FAST")
             .execute(&mut *connection)
             .await;
         erased?;
         if let Err(error) = reset {
             // Harmless beyond extra writes; the pool will reuse the connection as it is.
-            tracing::warn!(%error, "could not turn secure_delete off again");
+            tracing::warn!(%error, "could not set secure_delete back to FAST");
         }
         Ok(())
     }

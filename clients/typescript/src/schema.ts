@@ -718,6 +718,14 @@ export interface components {
             completedAt?: string | null;
             /** Format: date-time */
             createdAt: string;
+            /**
+             * Format: int64
+             * @description Sessions left for a later run: some of their acknowledged events were not in the lake
+             *     yet (another instance's log held them). A session is never scored on part of its events.
+             */
+            deferred: number;
+            /** @description Why sessions were deferred; present when `deferred` is above 0. */
+            deferredReason?: string | null;
             /** @description Present on a failed run. */
             error?: string | null;
             /** Format: int64 */
@@ -780,6 +788,14 @@ export interface components {
             status: "pending" | "completed" | "failed";
             /** Format: date-time */
             updatedAt: string;
+            /** @description While `pending`: why it waits, or null. */
+            waitReason?: string | null;
+            /**
+             * @description While `pending`: what the erasure waits on, as its last attempt found it (`instance
+             *     <id>`: an instance of the fleet that has not purged its log; `run <id>`: a scoring run
+             *     writing the survey's scores), or null.
+             */
+            waitingOn?: string | null;
         };
         /** @description Everything the review view shows of one session. */
         SessionEvidence: {

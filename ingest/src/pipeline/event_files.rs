@@ -13,9 +13,13 @@ pub(super) fn utc_date(day: i64) -> String {
         .to_string()
 }
 
+/// The browser sessions a flush's files hold: (survey, identifier, the reference it was written
+/// with). A flush's guard checks them against tombstones loaded after the build.
+pub(super) type Written = HashSet<(SurveyId, String, Option<String>)>;
+
 /// Records are ordered by partition, identifier and log position, then decoded one batch at a
 /// time straight into column builders: memory holds the compact columnar form, never every
-/// decoded event of the flush at once.
+/// decoded event of the flush at once. Returns the files and the sessions they hold.
 pub(super) fn build_event_files(
     records: &[Arc<WalRecord>],
     references: &HashMap<(SurveyId, String), String>,
@@ -23,7 +27,7 @@ pub(super) fn build_event_files(
     instance: &str,
     first_lsn: u64,
     through_lsn: u64,
-) -> Result<Vec<(Vec<u8>, NewFile)>, IngestError> {
+) -> Result<(Vec<lake::Upload>, Written), IngestError> {
     // Partitioned by UTC day number; the date text is formatted once per partition.
     let mut ordered: Vec<(i64, &Arc<WalRecord>)> = records
         .iter()
@@ -60,6 +64,7 @@ pub(super) fn build_event_files(
     }
 
     let mut files = Vec::new();
+    let mut written = Written::new();
     let mut builder = EventsBatchBuilder::new();
     let mut start = 0;
     while start < ordered.len() {
@@ -118,6 +123,7 @@ pub(super) fn build_event_files(
                 record.received_at,
                 &rows,
             );
+            written.insert((survey_id.clone(), record.identifier.clone(), reference));
             received = Some(match received {
                 None => (record.received_at, record.received_at),
                 Some((min, max)) => (min.min(record.received_at), max.max(record.received_at)),
@@ -149,7 +155,7 @@ pub(super) fn build_event_files(
         }
         start = end;
     }
-    Ok(files)
+    Ok((files, written))
 }
 
 /// Hands what `builder` holds to `encoder`, started on the first rows of a file; returns the

@@ -1,8 +1,15 @@
 //! From the log to the lake and the catalog: session statistics, flushes into Parquet files,
 //! the log's truncation and purge.
 
+use std::collections::BTreeSet;
+
 use super::event_files::build_event_files;
+use super::fleet::{FlushGuard, Refused};
 use super::*;
+
+/// How many times one flush builds its files again after its guard found a survey's
+/// tombstones changed or this instance fenced off, before it reports an error.
+const GUARDED_ATTEMPTS: usize = 4;
 
 impl Ingestor {
     /// Makes the log forget everything acknowledged before this call: it is flushed (deleted
@@ -43,6 +50,8 @@ impl Ingestor {
         let Some(through_lsn) = records.last().map(|record| record.lsn) else {
             return Ok(0);
         };
+        // The epoch before the tombstones: a fence between the two is met by the write below.
+        let epoch = self.epoch();
         let tombstones = self.tombstones_of(records.iter().map(|record| &record.survey_id));
         let deltas = tokio::task::spawn_blocking(move || {
             let mut deltas = session_deltas(&records);
@@ -58,10 +67,17 @@ impl Ingestor {
             deltas
         })
         .await?;
-        self.inner
+        if let Err(error) = self
+            .inner
             .catalog
-            .apply_session_stats(&self.inner.config.instance_id, through_lsn, &deltas)
-            .await?;
+            .apply_session_stats(&self.inner.config.instance_id, epoch, through_lsn, &deltas)
+            .await
+        {
+            // Fenced off: join again (loading the tombstones an erasure went ahead with); the
+            // next attempt filters these records again.
+            self.rejoin_if_fenced(&error).await;
+            return Err(error.into());
+        }
         {
             let mut references = self.inner.references.lock();
             if references.len() > MAX_REMEMBERED_REFERENCES {
@@ -134,45 +150,88 @@ impl Ingestor {
         // From here on a failure repeats this exact range.
         *self.inner.retry_through.lock() = Some(through_lsn);
         let references = self.references_for(&records).await?;
-        // Tombstones as of now, not of the last statistics tick: an instance that was stalled
-        // (or partitioned) past a deletion's wait for it must not write the session back.
-        self.refresh_tombstones().await?;
-        let tombstones = self.tombstones_of(records.iter().map(|record| &record.survey_id));
-        let instance = self.inner.config.instance_id.clone();
-        let files = tokio::task::spawn_blocking(move || {
-            build_event_files(
-                &records,
-                &references,
-                tombstones.as_ref(),
-                &instance,
-                first_lsn,
-                through_lsn,
-            )
-        })
-        .await??;
-
+        let surveys: BTreeSet<SurveyId> = records
+            .iter()
+            .map(|record| record.survey_id.clone())
+            .collect();
         let app_id = self.lake_app_id();
-        let events: u64 = files.iter().map(|(_, file)| file.rows).sum();
-        let count = files.len();
-        // One publication: a retry of a range whose commit landed (its answer was lost) uploads
-        // nothing and reads `AlreadyApplied`; a failure takes its uploads back unless the log
-        // cannot tell whether the commit landed (the retry asks it again).
-        let publication = self
-            .inner
-            .lake
-            .table(TableKind::Events)
-            .publish(
-                lake::Change::Append,
-                files,
-                &[],
-                Some((&app_id, lsn_version(through_lsn))),
-            )
-            .await?;
-        let (files, events) = match publication {
-            lake::Publication::Published(_) => (count, events),
-            lake::Publication::AlreadyApplied => (0, 0),
-            lake::Publication::Conflict => return Err(IngestError::FlushConflict),
-            lake::Publication::Uncertain(error) => return Err(error.into()),
+        let mut attempt = 0;
+        let (files, events) = loop {
+            attempt += 1;
+            // The epoch first, then tombstones as of now, not of the last statistics tick: an
+            // instance that was stalled (or partitioned) past a deletion's wait for it must not
+            // write the session back, and the guard below checks both again at the commit.
+            let epoch = self.epoch();
+            self.refresh_tombstones().await?;
+            let generation = self.tombstone_generation(surveys.iter());
+            let tombstones = self.tombstones_of(records.iter().map(|record| &record.survey_id));
+            let instance = self.inner.config.instance_id.clone();
+            let (batch, references) = (records.clone(), references.clone());
+            let (files, written) = tokio::task::spawn_blocking(move || {
+                build_event_files(
+                    &batch,
+                    &references,
+                    tombstones.as_ref(),
+                    &instance,
+                    first_lsn,
+                    through_lsn,
+                )
+            })
+            .await??;
+            let events: u64 = files.iter().map(|(_, file)| file.rows).sum();
+            let count = files.len();
+            let guard = FlushGuard {
+                ingestor: self,
+                epoch,
+                surveys: surveys.clone(),
+                generation,
+                written,
+            };
+            // One publication: a retry of a range whose commit landed (its answer was lost)
+            // uploads nothing and reads `AlreadyApplied`; a failure takes its uploads back unless
+            // the log cannot tell whether the commit landed (the retry asks it again).
+            let publication = self
+                .inner
+                .lake
+                .table(TableKind::Events)
+                .publish_guarded(
+                    lake::Change::Append,
+                    files,
+                    &[],
+                    Some((&app_id, lsn_version(through_lsn))),
+                    Some(&guard),
+                )
+                .await?;
+            match publication {
+                lake::Publication::Published(_) => break (count, events),
+                lake::Publication::AlreadyApplied => break (0, 0),
+                lake::Publication::Conflict => return Err(IngestError::FlushConflict),
+                lake::Publication::Uncertain(error) => return Err(error.into()),
+                lake::Publication::Refused(refusal) => {
+                    let refused = refusal.downcast::<Refused>().map(|refused| *refused);
+                    match refused {
+                        Ok(Refused::Fenced(epoch)) => {
+                            tracing::warn!(
+                                epoch,
+                                "a flush of a fenced-off epoch was refused; it is built again"
+                            );
+                            self.rejoin(epoch).await?;
+                        }
+                        Ok(Refused::Stale) => {
+                            tracing::info!(
+                                "a flush's surveys gained a tombstone in flight; it is built again"
+                            );
+                        }
+                        Ok(Refused::Catalog(error)) => return Err(error.into()),
+                        Err(other) => return Err(IngestError::Guard(other.to_string())),
+                    }
+                    if attempt >= GUARDED_ATTEMPTS {
+                        return Err(IngestError::Guard(format!(
+                            "the flush was refused {attempt} times in a row"
+                        )));
+                    }
+                }
+            }
         };
         *self.inner.retry_through.lock() = None;
         let backlog = {

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -32,6 +32,7 @@ use crate::wal::{Append, Wal, WalError, WalRecord};
 use lake::{Lake, NewFile, TableKind, tables};
 
 mod event_files;
+mod fleet;
 mod flush;
 mod tombstones;
 
@@ -92,6 +93,10 @@ pub enum IngestError {
     /// if it ever does, the range is flushed again.
     #[error("the lake refused a flush's commit as a conflict; will retry")]
     FlushConflict,
+    /// A flush's commit guard kept refusing it (see `pipeline::fleet`); the range is flushed
+    /// again.
+    #[error("a flush was not committed: {0}; will retry")]
+    Guard(String),
 }
 
 /// The outcome of a collector request.
@@ -204,6 +209,11 @@ struct Inner {
     flush_wanted: tokio::sync::Notify,
     /// Set on shutdown: the background consumers finish the step they are in, then stop.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The epoch this instance writes under (`fleet`): every statistics write and flush
+    /// commit carries it, and the fleet refuses it once an erasure fenced it off.
+    epoch: AtomicI64,
+    /// Held while joining the fleet again after a fence, so that it happens once.
+    rejoin_lock: tokio::sync::Mutex<()>,
 }
 
 /// The collector's engine. Cheap to clone.
@@ -250,6 +260,9 @@ impl Ingestor {
         )
         .map_err(Arc::new)?;
 
+        // A new epoch before anything is written: whatever a fenced-off earlier process of this
+        // instance had in flight stays refused.
+        let epoch = catalog.join_fleet(&config.instance_id).await?;
         let stats_watermark = catalog
             .wal_watermark(&config.instance_id, WalConsumer::Stats)
             .await?;
@@ -297,6 +310,8 @@ impl Ingestor {
                 flush_lock: tokio::sync::Mutex::new(()),
                 flush_wanted: tokio::sync::Notify::new(),
                 stopping: tokio::sync::watch::Sender::new(false),
+                epoch: AtomicI64::new(epoch),
+                rejoin_lock: tokio::sync::Mutex::new(()),
             }),
             tasks: Arc::new(Mutex::new(Vec::new())),
         };
@@ -426,6 +441,8 @@ impl Ingestor {
         tokio::task::spawn_blocking(move || wal.discard_recycled())
             .await?
             .map_err(Arc::new)?;
+        // Everything is in the lake and the statistics: no erasure need wait for this log.
+        self.leave_fleet().await;
         Ok(report)
     }
 
@@ -490,6 +507,22 @@ impl Ingestor {
                 }
                 if let Err(error) = stats.apply_stats().await {
                     tracing::error!(%error, "applying session statistics failed; will retry");
+                }
+            }
+        }));
+
+        // Flushes a run on another instance asks for: on a task of their own, so that a flush
+        // that hangs never holds the statistics back.
+        let answerer = self.clone();
+        let mut stopping = self.inner.stopping.subscribe();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(fleet::FLUSH_REQUEST_POLL) => {}
+                    _ = stopping.wait_for(|stop| *stop) => return,
+                }
+                if let Err(error) = answerer.answer_flush_request().await {
+                    tracing::warn!(%error, "answering a flush the fleet asked for failed; will retry");
                 }
             }
         }));

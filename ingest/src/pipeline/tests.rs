@@ -87,8 +87,9 @@ fn a_large_flush_is_one_file_of_full_row_groups() {
             }));
         }
     }
-    let files = event_files::build_event_files(&records, &HashMap::new(), None, "test", 1, lsn)
-        .expect("files");
+    let (files, _) =
+        event_files::build_event_files(&records, &HashMap::new(), None, "test", 1, lsn)
+            .expect("files");
     assert_eq!(files.len(), 1, "one survey, one day: one file");
     let (bytes, file) = &files[0];
     let total = (sessions * batches * per_batch) as usize;

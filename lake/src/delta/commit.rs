@@ -17,7 +17,10 @@ use deltalake_core::kernel::{Action, Add, Remove, Transaction};
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 
 use super::schema::partition_columns;
-use super::{CHECKPOINT_INTERVAL, Change, Committed, LiveFile, NewFile, Table, statistics};
+use super::{
+    CHECKPOINT_INTERVAL, Change, CommitGuard, Committed, LiveFile, NewFile, Refusal, Table,
+    statistics,
+};
 
 /// How many times a commit is tried after losing a race it need not lose (another writer's
 /// commit that touched none of its removed files).
@@ -31,6 +34,7 @@ impl Table {
     /// writer's commit in between that leaves them live is no conflict (the commit is tried
     /// again on the newer snapshot). With `txn`, a commit whose app version was already reached
     /// commits nothing.
+    #[cfg(test)]
     pub(crate) async fn commit(
         &self,
         change: Change,
@@ -38,13 +42,34 @@ impl Table {
         removed: &[String],
         txn: Option<(&str, i64)>,
     ) -> Result<Committed, LakeError> {
+        match self.commit_guarded(change, added, removed, txn, None).await {
+            Ok(Ok(committed)) => Ok(committed),
+            // No guard, no refusal; said as an error rather than assumed.
+            Ok(Err(refusal)) => Err(LakeError::Refused(refusal.to_string())),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// [`Table::commit`], asking `guard` (when given) after every read of the newest version
+    /// and before each attempt: `Ok(Err(_))` is its refusal, nothing committed.
+    pub(crate) async fn commit_guarded(
+        &self,
+        change: Change,
+        added: &[NewFile],
+        removed: &[String],
+        txn: Option<(&str, i64)>,
+        guard: Option<&dyn CommitGuard>,
+    ) -> Result<Result<Committed, Refusal>, LakeError> {
         let started = std::time::Instant::now();
-        let result = self.commit_attempts(change, added, removed, txn).await;
+        let result = self
+            .commit_attempts(change, added, removed, txn, guard)
+            .await;
         let table = self.kind.as_str();
         let outcome = match &result {
-            Ok(Committed::Version(_)) => "committed",
-            Ok(Committed::Conflict) => "conflict",
-            Ok(Committed::AlreadyApplied) => "already_applied",
+            Ok(Ok(Committed::Version(_))) => "committed",
+            Ok(Ok(Committed::Conflict)) => "conflict",
+            Ok(Ok(Committed::AlreadyApplied)) => "already_applied",
+            Ok(Err(_)) => "refused",
             Err(_) => "error",
         };
         series::LAKE_COMMIT_SECONDS
@@ -62,7 +87,8 @@ impl Table {
         added: &[NewFile],
         removed: &[String],
         txn: Option<(&str, i64)>,
-    ) -> Result<Committed, LakeError> {
+        guard: Option<&dyn CommitGuard>,
+    ) -> Result<Result<Committed, Refusal>, LakeError> {
         let prefix = format!("{}/", self.kind.as_str());
         let now = chrono::Utc::now().timestamp_millis();
         let data_change = change != Change::Compact;
@@ -76,8 +102,13 @@ impl Table {
                     None => self.read_app_version(&table, app_id).await?,
                 };
                 if done.is_some_and(|done| done >= version) {
-                    return Ok(Committed::AlreadyApplied);
+                    return Ok(Ok(Committed::AlreadyApplied));
                 }
+            }
+            if let Some(guard) = guard
+                && let Err(refusal) = guard.admit().await
+            {
+                return Ok(Err(refusal));
             }
             let snapshot = table.snapshot()?;
             let mut live: HashMap<String, LiveFile> = HashMap::new();
@@ -89,7 +120,7 @@ impl Table {
                     }
                 }
                 if live.len() != wanted.len() {
-                    return Ok(Committed::Conflict);
+                    return Ok(Ok(Committed::Conflict));
                 }
             }
             let mut actions = Vec::with_capacity(added.len() + removed.len() + 1);
@@ -161,7 +192,7 @@ impl Table {
                     if version % CHECKPOINT_INTERVAL == 0 {
                         self.checkpoint(&table, version).await?;
                     }
-                    return Ok(Committed::Version(version));
+                    return Ok(Ok(Committed::Version(version)));
                 }
                 // Another writer's commit in between (delta-rs, told not to retry, says so
                 // with `MaxCommitAttempts(0)`): look again at the newer snapshot.

@@ -99,6 +99,21 @@ pub struct LiveFile {
     pub received: Option<(i64, i64)>,
 }
 
+/// Why a [`CommitGuard`] refused a commit: the writer's own error, for it to inspect.
+pub type Refusal = Box<dyn std::error::Error + Send + Sync>;
+
+/// A writer's check at commit time: asked after the table's newest version was read and before
+/// each attempt to commit the one after it. A commit lands only as the version after the one
+/// read (the log's put-if-absent), so what the guard finds holds for that commit: whoever
+/// fences a writer off records the fence where the guard looks first, then commits to the
+/// table; a commit of the fenced writer after that commit read it, and so met the fence. A
+/// flush's guard checks its instance's epoch and its tombstones (`ingest`).
+#[async_trait::async_trait]
+pub trait CommitGuard: Send + Sync {
+    /// `Err`: commit nothing.
+    async fn admit(&self) -> Result<(), Refusal>;
+}
+
 /// The outcome of [`Table::commit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Committed {

@@ -16,7 +16,7 @@
 
 use crate::{Change, Committed, LakeError, NewFile};
 
-use super::Table;
+use super::{CommitGuard, Refusal, Table};
 
 /// A file to publish: its bytes and its record in the log.
 pub type Upload = (Vec<u8>, NewFile);
@@ -36,6 +36,9 @@ pub enum Publication {
     /// The commit failed and the log could not be read to tell whether it landed. The uploads
     /// are left: whoever tries again asks the log first.
     Uncertain(LakeError),
+    /// Nothing committed: the writer's [`CommitGuard`] refused, after reading the newest
+    /// version. The uploads were deleted.
+    Refused(Refusal),
 }
 
 impl Table {
@@ -51,6 +54,21 @@ impl Table {
         files: Vec<Upload>,
         removed: &[String],
         transaction: Option<(&str, i64)>,
+    ) -> Result<Publication, LakeError> {
+        self.publish_guarded(change, files, removed, transaction, None)
+            .await
+    }
+
+    /// [`Table::publish`] with a [`CommitGuard`] asked before each commit attempt, after the
+    /// uploads: a writer whose right to write lapsed while its uploads hung commits nothing
+    /// ([`Publication::Refused`]).
+    pub async fn publish_guarded(
+        &self,
+        change: Change,
+        files: Vec<Upload>,
+        removed: &[String],
+        transaction: Option<(&str, i64)>,
+        guard: Option<&dyn CommitGuard>,
     ) -> Result<Publication, LakeError> {
         if let Some((app_id, version)) = transaction {
             let known = self.app_versions().get(app_id).copied();
@@ -72,13 +90,20 @@ impl Table {
             return Err(error);
         }
         crash_point(change, "uploaded").await;
-        let version = match self.commit(change, &added, removed, transaction).await {
-            Ok(Committed::Version(version)) => Some(version),
-            Ok(Committed::Conflict) => {
+        let committed = self
+            .commit_guarded(change, &added, removed, transaction, guard)
+            .await;
+        let version = match committed {
+            Ok(Ok(Committed::Version(version))) => Some(version),
+            Ok(Err(refusal)) => {
+                self.take_back(&added).await;
+                return Ok(Publication::Refused(refusal));
+            }
+            Ok(Ok(Committed::Conflict)) => {
                 self.take_back(&added).await;
                 return Ok(Publication::Conflict);
             }
-            Ok(Committed::AlreadyApplied) => {
+            Ok(Ok(Committed::AlreadyApplied)) => {
                 // Another attempt of the same writer committed in between (one app id has one
                 // writer, so this is a replay): its files may bear these names.
                 return Ok(Publication::AlreadyApplied);

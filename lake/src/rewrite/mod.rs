@@ -336,7 +336,8 @@ pub async fn replace_files(
         .await?
     {
         Publication::Published(_) => Ok(true),
-        Publication::Conflict | Publication::AlreadyApplied => Ok(false),
+        // No guard here, so no refusal; counted as losing the race if one ever came back.
+        Publication::Conflict | Publication::AlreadyApplied | Publication::Refused(_) => Ok(false),
         // Left to the retry: an erasure sweeps what it finds, a compaction takes the group again.
         Publication::Uncertain(error) => Err(error.into()),
     }

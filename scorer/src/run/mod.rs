@@ -6,12 +6,14 @@
 //! same instance on restart at once, by any other once the lease expires) and resumed:
 //! sessions the run already scored count as scored and are not scored again.
 //!
+//! - `horizon`: the fleet's flushes before a run plans, and the sessions it defers.
 //! - `lease`: renewing the claim, and what a renewal tells the worker.
 //! - `plan`: which sessions a run scores, in passes that bound a scan's memory.
 //! - `pipeline`: the run's work, each step's publishing overlapping the next step's compute.
 //! - `publish`: results into the lake, then the fenced record; and an attempt's leftovers.
 //! - `service`: the background service a server runs ([`ScoringService`]).
 
+mod horizon;
 mod lease;
 mod pipeline;
 mod plan;
@@ -45,6 +47,11 @@ pub struct ScoringSettings {
     pub pause_between_chunks: Duration,
     /// How long a worker's claim on a run lasts without renewal.
     pub lease: Duration,
+    /// An instance not seen for this long is not asked to flush (the fleet's instance lease).
+    pub instance_lease: Duration,
+    /// How long a run waits for the other live instances to flush what they acknowledged
+    /// before it plans; sessions whose events are still missing then are deferred.
+    pub fleet_flush_wait: Duration,
 }
 
 impl Default for ScoringSettings {
@@ -54,6 +61,8 @@ impl Default for ScoringSettings {
             max_events_per_pass: 12_000_000,
             pause_between_chunks: Duration::ZERO,
             lease: Duration::from_secs(30),
+            instance_lease: Duration::from_secs(30),
+            fleet_flush_wait: Duration::from_secs(10),
         }
     }
 }
@@ -90,6 +99,10 @@ impl std::fmt::Debug for Scorer {
             .finish_non_exhaustive()
     }
 }
+
+/// Pauses of one run on a read that timed out while both stores answered their probes, after
+/// which it fails instead of pausing again.
+const MAX_TIMED_OUT_PAUSES: u32 = 3;
 
 /// Why the event log could not be made visible (the flusher's own error, boxed: the scorer
 /// does not know the ingest crate).
@@ -217,14 +230,35 @@ impl Scorer {
             Ok(()) => RunOutcome::Completed,
             Err(Stop::Canceled) => RunOutcome::Canceled,
             // A store that does not answer fails no run: the run stays `running` under this
-            // worker's name, and the janitor resumes it (as after a crash) once it answers.
+            // worker's name, and the janitor resumes it (as after a crash) once it answers. But
+            // a read that keeps timing out while both stores answer their probes is no outage
+            // to wait out: after a few such pauses the run fails, saying why, rather than hold
+            // its survey's erasures, compactions and runs forever.
             Err(Stop::Failed(error)) if error.is_outage() || self.a_store_is_down().await => {
-                tracing::warn!(
-                    run = %claimed.id,
-                    %error,
-                    "scoring run paused: a store is unavailable; it resumes when the store answers"
-                );
-                return Ok(RunEnd::Abandoned);
+                let timed_out = if self.a_store_is_down().await {
+                    None
+                } else {
+                    self.catalog
+                        .note_run_pause(&claimed.id, &self.owner)
+                        .await?
+                };
+                match timed_out {
+                    Some(pauses) if pauses >= MAX_TIMED_OUT_PAUSES => RunOutcome::Failed {
+                        error: format!(
+                            "{error} (this happened {pauses} times while both stores answered: \
+                             a read of this survey exceeds its time bound, so the run stopped \
+                             rather than pause forever)"
+                        ),
+                    },
+                    _ => {
+                        tracing::warn!(
+                            run = %claimed.id,
+                            %error,
+                            "scoring run paused: a store is unavailable; it resumes when the store answers"
+                        );
+                        return Ok(RunEnd::Abandoned);
+                    }
+                }
             }
             Err(Stop::Failed(error)) => {
                 tracing::warn!(run = %claimed.id, %error, "scoring run failed");
@@ -256,6 +290,9 @@ impl Scorer {
             series::SCORING_SESSIONS_TOTAL
                 .with(&[("outcome", "failed")])
                 .increment(final_progress.failed);
+            series::SCORING_SESSIONS_TOTAL
+                .with(&[("outcome", "deferred")])
+                .increment(final_progress.deferred);
         }
         Ok(if finished {
             RunEnd::Finished

@@ -40,9 +40,14 @@ impl Scorer {
                 .await
                 .map_err(|error| Stop::Failed(RunError::Flush(error)))?;
         }
+        // Then the rest of the fleet: what the other instances acknowledged (horizon.rs).
+        let silent = self.flush_fleet().await?;
         phases.flush = started.elapsed();
         let planning = std::time::Instant::now();
-        let plan = self.plan(run).await?;
+        let mut plan = self.plan(run).await?;
+        // A resumed run does not score again what it published before (it counts as done).
+        plan.sessions
+            .retain(|session| !(session.scored_before && credited.contains(&session.reference)));
         phases.plan = planning.elapsed();
         {
             let mut p = progress.lock();
@@ -50,8 +55,7 @@ impl Scorer {
                 total: plan.total,
                 scored: plan.already_scored,
                 skipped: plan.skipped,
-                failed: 0,
-                failures: Vec::new(),
+                ..RunProgress::default()
             };
         }
         self.report(run, progress, on_progress).await?;
@@ -90,6 +94,7 @@ impl Scorer {
         let mut cohort = Cohort::new(&bins).with_people(People::new(&self.model));
         let mut rescore: BTreeSet<String> = BTreeSet::new();
         let mut passes = Passes {
+            silent: &silent,
             files: &files,
             sequence: 0,
             cohort: &mut cohort,
@@ -186,12 +191,22 @@ impl Scorer {
         };
         let (traces, scanning) = self.overlapped(pipeline, phases, scan).await?;
         phases.scan += scanning;
-        let work: Vec<(String, bool, SessionTrace)> = pass
-            .iter()
-            .map(|session| (session.reference.clone(), session.scored_before))
-            .zip(traces)
-            .map(|((reference, counted), trace)| (reference, counted, trace))
-            .collect();
+        // A session whose scan found fewer events than the fleet acknowledged for it (the rest
+        // still in another instance's log) is deferred to a later run, never scored on part.
+        let mut work: Vec<(String, bool, SessionTrace)> = Vec::with_capacity(pass.len());
+        let mut deferred = 0u64;
+        for (session, trace) in pass.iter().zip(traces) {
+            if (trace.events.len() as u64) < session.events {
+                deferred += 1;
+                continue;
+            }
+            work.push((session.reference.clone(), session.scored_before, trace));
+        }
+        if deferred > 0 {
+            let mut p = pipeline.progress.lock();
+            p.deferred += deferred;
+            p.deferred_reason = Some(super::horizon::deferred_reason(p.deferred, passes.silent));
+        }
         // The pass's features and places first, then its standing in the survey's cohort (the
         // stored places around its sessions, and this run's), before any of its scores: a
         // score needs its cohort.
@@ -430,6 +445,8 @@ fn features_of(
 /// What a run's passes share: the survey's files, the steps' numbering, the cohort and the
 /// stored sessions to score again.
 struct Passes<'a> {
+    /// Instances that did not answer the run's flush in time.
+    silent: &'a [String],
     files: &'a [EventsFile],
     sequence: usize,
     cohort: &'a mut Cohort,

@@ -101,14 +101,30 @@ impl Plan {
         plan
     }
 
-    /// The plan of a run that is not forced: the survey's unscored sessions, the rest counted
+    /// The plan of a run that is not forced: the survey's unscored sessions and those whose
+    /// acknowledged events grew past the ones their score was computed from, the rest counted
     /// as skipped (or, those the run itself scored, as done).
     fn incremental(unscored: UnscoredSessions) -> Plan {
+        let mut sessions = by_reference(unscored.sessions);
+        let grown = by_reference(unscored.grown);
+        let again = grown.len() as u64;
+        for (reference, session) in grown {
+            sessions.insert(
+                reference,
+                PlannedSession {
+                    scored_before: true,
+                    ..session
+                },
+            );
+        }
         Plan {
             total: unscored.references,
             already_scored: unscored.scored_by_run,
-            skipped: unscored.scored.saturating_sub(unscored.scored_by_run),
-            sessions: by_reference(unscored.sessions).into_values().collect(),
+            skipped: unscored
+                .scored
+                .saturating_sub(unscored.scored_by_run)
+                .saturating_sub(again),
+            sessions: sessions.into_values().collect(),
         }
     }
 

@@ -73,7 +73,9 @@ impl Scorer {
                 match removed {
                     lake::Publication::Published(_) => {}
                     lake::Publication::Uncertain(error) => return Err(Stop::from(error)),
-                    lake::Publication::Conflict | lake::Publication::AlreadyApplied => {
+                    lake::Publication::Conflict
+                    | lake::Publication::AlreadyApplied
+                    | lake::Publication::Refused(_) => {
                         return Err(Stop::Failed(RunError::EarlierAttemptChanged));
                     }
                 }
@@ -238,8 +240,13 @@ impl Scorer {
         for (kind, path, outcome) in futures::future::join_all(publications).await {
             match outcome {
                 Ok(lake::Publication::Published(_)) => committed.push((kind, path)),
-                // A step's files are new names, never a replay: nothing else is possible.
-                Ok(lake::Publication::Conflict | lake::Publication::AlreadyApplied) => {}
+                // A step's files are new names, never a replay, and unguarded: nothing else is
+                // possible.
+                Ok(
+                    lake::Publication::Conflict
+                    | lake::Publication::AlreadyApplied
+                    | lake::Publication::Refused(_),
+                ) => {}
                 // It may have landed all the same: the next attempt's `remove_unpublished` looks
                 // at the table; the object stays until then.
                 Ok(lake::Publication::Uncertain(error)) | Err(error) => {
@@ -295,6 +302,7 @@ fn score_records(
                 .map(|reason| reason.describe())
                 .collect(),
             cluster: session.cluster,
+            events: session.features.event_count.max(0.0) as u64,
         })
         .collect()
 }

@@ -696,6 +696,9 @@ class ScoringRun:
     skipped: int
     failed: int
     failures: Tuple[ScoringFailure, ...]
+    # Sessions left for a later run: some of their acknowledged events were not in the lake yet
+    # (another instance's log held them). A session is never scored on part of its events.
+    deferred: int
     created_at: datetime
     started_at: datetime
     # Present on a failed run.
@@ -706,6 +709,8 @@ class ScoringRun:
     canceled_at: Optional[datetime] = None
     # Prefix of the key that asked for the cancel.
     canceled_by: Optional[str] = None
+    # Why sessions were deferred; present when `deferred` is above 0.
+    deferred_reason: Optional[str] = None
 
     @property
     def finished(self) -> bool:
@@ -724,6 +729,7 @@ class ScoringRun:
             skipped=int(data["skipped"]),
             failed=int(data["failed"]),
             failures=tuple(ScoringFailure.from_json(item) for item in data["failures"]),
+            deferred=int(data["deferred"]),
             created_at=_required_time(data.get("createdAt"), "createdAt"),
             started_at=_required_time(data.get("startedAt"), "startedAt"),
             error=data.get("error"),
@@ -732,6 +738,7 @@ class ScoringRun:
             cancel_requested_at=_time(data.get("cancelRequestedAt")),
             canceled_at=_time(data.get("canceledAt")),
             canceled_by=data.get("canceledBy"),
+            deferred_reason=data.get("deferredReason"),
         )
 
 
@@ -783,6 +790,12 @@ class SessionDeletion:
     completed_at: Optional[datetime] = None
     # Why the last attempt failed.
     error: Optional[str] = None
+    # While `pending`: why it waits, or null.
+    wait_reason: Optional[str] = None
+    # While `pending`: what the erasure waits on, as its last attempt found it (`instance <id>`:
+    # an instance of the fleet that has not purged its log; `run <id>`: a scoring run writing the
+    # survey's scores), or null.
+    waiting_on: Optional[str] = None
 
     @property
     def finished(self) -> bool:
@@ -799,6 +812,8 @@ class SessionDeletion:
             updated_at=_required_time(data.get("updatedAt"), "updatedAt"),
             completed_at=_time(data.get("completedAt")),
             error=data.get("error"),
+            wait_reason=data.get("waitReason"),
+            waiting_on=data.get("waitingOn"),
         )
 
 

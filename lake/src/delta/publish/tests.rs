@@ -363,3 +363,91 @@ impl Idle {
         self.waited < 5_000
     }
 }
+
+/// A writer's guard that refuses once `fenced` is set (as a flush's does once its instance's
+/// epoch is fenced off in the catalog).
+struct Fence(Arc<std::sync::atomic::AtomicBool>);
+
+#[async_trait::async_trait]
+impl crate::CommitGuard for Fence {
+    async fn admit(&self) -> Result<(), crate::Refusal> {
+        if self.0.load(Ordering::SeqCst) {
+            return Err("fenced off".into());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_guard_that_refuses_commits_nothing_and_takes_its_uploads_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = Lake::open(&dir.path().display().to_string(), &[], &[])
+        .await
+        .expect("lake");
+    let table = lake.table(TableKind::Events);
+    let fenced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let guard = Fence(Arc::clone(&fenced));
+    let (bytes, first) = events_file("i0-1-1", 2);
+    let outcome = table
+        .publish_guarded(
+            Change::Append,
+            vec![(bytes, first.clone())],
+            &[],
+            Some(("ingest-a", 1)),
+            Some(&guard),
+        )
+        .await
+        .expect("publish");
+    assert!(matches!(outcome, Publication::Published(_)), "{outcome:?}");
+
+    // Fenced off (the catalog first), then a fence commit of an empty change with its own
+    // application transaction, as an erasure makes: once, however often it is repeated.
+    fenced.store(true, Ordering::SeqCst);
+    let fence = table
+        .publish(
+            Change::Append,
+            Vec::new(),
+            &[],
+            Some(("telltale-fence-a", 1)),
+        )
+        .await
+        .expect("fence");
+    assert!(matches!(fence, Publication::Published(_)), "{fence:?}");
+    let again = table
+        .publish(
+            Change::Append,
+            Vec::new(),
+            &[],
+            Some(("telltale-fence-a", 1)),
+        )
+        .await
+        .expect("fence again");
+    assert!(matches!(again, Publication::AlreadyApplied), "{again:?}");
+
+    let (bytes, second) = events_file("i0-2-2", 2);
+    let outcome = table
+        .publish_guarded(
+            Change::Append,
+            vec![(bytes, second.clone())],
+            &[],
+            Some(("ingest-a", 2)),
+            Some(&guard),
+        )
+        .await
+        .expect("publish");
+    match outcome {
+        Publication::Refused(refusal) => assert_eq!(refusal.to_string(), "fenced off"),
+        other => panic!("committed past its fence: {other:?}"),
+    }
+    let live = paths(&table.live_files(None).await.expect("live"));
+    assert_eq!(live, HashSet::from([first.path.clone()]));
+    assert_eq!(
+        objects(dir.path(), "events"),
+        HashSet::from([first.path]),
+        "the refused upload is gone"
+    );
+    assert_eq!(
+        table.app_version("ingest-a").await.expect("version"),
+        Some(1)
+    );
+}

@@ -46,6 +46,7 @@ fn unscored(identities: Vec<SessionIdentity>) -> UnscoredSessions {
         scored: 0,
         scored_by_run: 0,
         sessions: identities,
+        grown: Vec::new(),
     }
 }
 
@@ -101,10 +102,31 @@ fn an_incremental_plan_counts_what_the_catalog_counted() {
         scored: 7,
         scored_by_run: 2,
         sessions: vec![identity("b1", Some("r1"), 3)],
+        grown: Vec::new(),
     });
     assert_eq!((plan.total, plan.already_scored, plan.skipped), (10, 2, 5));
     assert_eq!(references(&plan), ["r1"]);
     assert!(!plan.sessions[0].scored_before);
+}
+
+#[test]
+fn an_incremental_plan_scores_again_what_grew_since_its_score() {
+    let plan = Plan::incremental(UnscoredSessions {
+        references: 10,
+        scored: 7,
+        scored_by_run: 2,
+        sessions: vec![identity("b1", Some("r2"), 3)],
+        grown: vec![identity("b2", Some("r1"), 5), identity("b3", Some("r1"), 1)],
+    });
+    // One of the five scored by earlier runs grew: four are skipped, one scored again.
+    assert_eq!((plan.total, plan.already_scored, plan.skipped), (10, 2, 4));
+    assert_eq!(references(&plan), ["r1", "r2"]);
+    assert!(
+        plan.sessions[0].scored_before,
+        "counted in the cohort already"
+    );
+    assert_eq!(plan.sessions[0].events, 6);
+    assert!(!plan.sessions[1].scored_before);
 }
 
 #[test]

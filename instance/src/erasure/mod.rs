@@ -10,8 +10,9 @@
 //!    is flushed (the deleted session's batches are dropped on the way), and every segment is
 //!    deleted; then wait, without counting an attempt, until every other serving instance seen
 //!    within its lease has done the same (each reports the tombstones its last purge covered,
-//!    see [`LogPurger`]), so no log in the fleet holds the session and no instance can write it
-//!    to the lake after the rewrite below;
+//!    see [`LogPurger`]). An instance not seen within its lease (by the catalog's clock) is
+//!    fenced off instead (`fleet`): its epoch in the catalog, then a fence commit to the `events`
+//!    table, so that nothing it had in flight can land after the rewrite below;
 //! 3. find the live files holding the session: events files whose session range covers one of
 //!    its identifiers, every features and scores file of the survey; rewrite each without the
 //!    session's rows (the three tables side by side, two files of a table at a time);
@@ -23,7 +24,16 @@
 //!
 //! Every step can be repeated, so a crash anywhere is followed by a plain new attempt. A failed
 //! attempt is retried after 1, 2, 4 and 8 s; the fifth failure makes the deletion `failed` with
-//! its error.
+//! its error. An attempt that waits (steps 1 and 2) counts no attempt, and says on the deletion
+//! what it waits on and why.
+//!
+//! - `purger`: an instance's log purge and its reports to the catalog.
+//! - `fleet`: what an erasure waits for in the fleet, and the fencing of instances gone silent.
+
+mod fleet;
+mod purger;
+
+pub use purger::LogPurger;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,89 +52,66 @@ const LEASE_MS: i64 = 5 * 60 * 1000;
 const POLL_PERIOD: Duration = Duration::from_secs(1);
 /// How often a serving instance checks for new tombstones to purge its log of.
 const REPORT_PERIOD: Duration = Duration::from_secs(1);
-/// A serving instance reports itself alive at least this many times a lease, and at once when
-/// its `purged_through` moves. Not every [`REPORT_PERIOD`]: on SQLite each write makes every
-/// pooled connection drop its page cache and its map of the file at its next read, and a
-/// report a second kept lookups on a million-session survey cold (benches/README.md).
-const REPORTS_PER_LEASE: u32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 enum AttemptError {
     #[error(transparent)]
     Rewrite(#[from] RewriteError),
     #[error(transparent)]
+    Lake(#[from] lake::LakeError),
+    #[error(transparent)]
     Catalog(#[from] catalog::Error),
     #[error("flushing the event log failed: {0}")]
     Ingest(#[from] IngestError),
 }
 
-/// A serving instance's side of fleet-wide erasure: whenever it has loaded tombstones newer than
-/// its last purge, it purges its write-ahead log, and it reports that it is alive (at least
-/// [`REPORTS_PER_LEASE`] times a lease) and which tombstones its last purge covered (at once).
-/// A deletion's erasure waits until every instance seen within the instance lease has covered
-/// its tombstone.
-pub struct LogPurger {
-    catalog: Arc<dyn Catalog>,
-    ingestor: Ingestor,
-    instance: String,
-    /// The longest time between two reports (a fraction of the instance lease).
-    refresh: Duration,
-    purge: tokio::sync::Mutex<PurgeState>,
-}
-
-#[derive(Default)]
-struct PurgeState {
-    /// The newest tombstone id loaded before the last completed purge.
-    purged_through: i64,
-    /// The last report that reached the catalog: when, and the `purged_through` it carried.
-    reported: Option<(std::time::Instant, i64)>,
-}
-
-impl LogPurger {
-    /// Loads new tombstones; purges the log if any arrived since the last purge; reports.
-    /// Returns the tombstone id the log is now purged through.
-    pub async fn purge_if_behind(&self) -> Result<i64, IngestError> {
-        let mut state = self.purge.lock().await;
-        self.ingestor.refresh_tombstones().await?;
-        let loaded = self.ingestor.loaded_tombstone_id();
-        let result = if loaded > state.purged_through {
-            self.ingestor.purge_log().await.map(|()| {
-                state.purged_through = loaded;
-            })
-        } else {
-            Ok(())
-        };
-        // Reported even when the purge failed: the instance is alive, and erasures must keep
-        // waiting for it rather than treat it as gone.
-        if report_due(state.reported, state.purged_through, self.refresh) {
-            let now = std::time::Instant::now();
-            self.catalog
-                .report_instance(&self.instance, catalog::now_millis(), state.purged_through)
-                .await?;
-            state.reported = Some((now, state.purged_through));
-        }
-        result.map(|()| state.purged_through)
-    }
-}
-
-/// Whether a report is owed: none reached the catalog yet, the purge moved since the last, or the
-/// last is `refresh` old.
-fn report_due(
-    reported: Option<(std::time::Instant, i64)>,
-    purged_through: i64,
-    refresh: Duration,
-) -> bool {
-    match reported {
-        None => true,
-        Some((at, through)) => through != purged_through || at.elapsed() >= refresh,
-    }
-}
-
 /// How an attempt ended, short of an error.
 enum Attempt {
     Completed,
-    /// Not now: a scoring run is active, or another rewrite replaced a file first.
-    Deferred(&'static str),
+    /// Not now: a scoring run is active, an instance has not purged its log, or another
+    /// rewrite replaced a file first.
+    Deferred(Wait),
+}
+
+/// What a deferred attempt waits on, and why (shown on the deletion).
+struct Wait {
+    on: Waiting,
+    reason: String,
+}
+
+/// What an erasure can wait on.
+enum Waiting {
+    Instance(String),
+    Run(catalog::RunId),
+    /// The lake: a rewrite or an upload in flight.
+    Lake,
+}
+
+impl Wait {
+    fn lake(reason: &str) -> Attempt {
+        Attempt::Deferred(Wait {
+            on: Waiting::Lake,
+            reason: reason.to_owned(),
+        })
+    }
+
+    /// `waiting_on` as the deletion shows it.
+    fn on(&self) -> Option<String> {
+        match &self.on {
+            Waiting::Instance(instance) => Some(format!("instance {instance}")),
+            Waiting::Run(run) => Some(format!("run {run}")),
+            Waiting::Lake => None,
+        }
+    }
+
+    /// The `on` label of `telltale_deletions_waiting`.
+    fn label(&self) -> &'static str {
+        match self.on {
+            Waiting::Instance(_) => "instance",
+            Waiting::Run(_) => "run",
+            Waiting::Lake => "lake",
+        }
+    }
 }
 
 /// Works deletions in the background. Cheap to clone.
@@ -162,8 +149,8 @@ impl DeletionService {
                 catalog: Arc::clone(&catalog),
                 ingestor: ingestor.clone(),
                 instance: owner.clone(),
-                refresh: instance_lease / REPORTS_PER_LEASE,
-                purge: tokio::sync::Mutex::new(PurgeState::default()),
+                refresh: instance_lease / purger::REPORTS_PER_LEASE,
+                purge: tokio::sync::Mutex::new(Default::default()),
             })
         });
         DeletionService {
@@ -235,23 +222,32 @@ impl DeletionService {
         // Due and not held by a live worker, as this instance saw it last.
         series::DELETIONS_DUE.get().set(due.len() as f64);
         let mut completed = 0;
+        let mut waiting: std::collections::HashMap<&'static str, u32> =
+            std::collections::HashMap::new();
         for deletion in due {
-            if self.work(&deletion).await? {
-                completed += 1;
+            match self.work(&deletion).await? {
+                Worked::Completed => completed += 1,
+                Worked::Waiting(label) => *waiting.entry(label).or_default() += 1,
+                Worked::Other => {}
             }
+        }
+        for label in ["instance", "run", "lake"] {
+            series::DELETIONS_WAITING
+                .with(&[("on", label)])
+                .set(f64::from(waiting.get(label).copied().unwrap_or(0)));
         }
         Ok(completed)
     }
 
-    /// One attempt at one deletion, if it can be claimed. Returns whether it completed.
-    async fn work(&self, deletion: &SessionDeletion) -> Result<bool, catalog::Error> {
+    /// One attempt at one deletion, if it can be claimed.
+    async fn work(&self, deletion: &SessionDeletion) -> Result<Worked, catalog::Error> {
         let (survey, reference) = (&deletion.survey_id, deletion.reference.as_str());
         if !self
             .catalog
             .claim_deletion(survey, reference, &self.owner, LEASE_MS)
             .await?
         {
-            return Ok(false);
+            return Ok(Worked::Other);
         }
         let started = std::time::Instant::now();
         let mut phases = Phases::default();
@@ -271,16 +267,26 @@ impl DeletionService {
                     .with(&[("outcome", "completed")])
                     .increment(1);
                 series::ERASURE_SECONDS.get().record(started.elapsed());
-                return Ok(completed);
+                return Ok(if completed {
+                    Worked::Completed
+                } else {
+                    Worked::Other
+                });
             }
-            Ok(Attempt::Deferred(why)) => {
-                tracing::debug!(survey = %survey, why, "session erasure deferred");
+            Ok(Attempt::Deferred(wait)) => {
+                tracing::debug!(survey = %survey, why = wait.reason, "session erasure deferred");
                 series::ERASURES_TOTAL
                     .with(&[("outcome", "deferred")])
                     .increment(1);
-                DeletionSetback::Deferred {
+                let setback = DeletionSetback::Deferred {
                     retry_at: catalog::now_millis() + 1000,
-                }
+                    waiting_on: wait.on(),
+                    reason: wait.reason.clone(),
+                };
+                self.catalog
+                    .set_back_deletion(survey, reference, &self.owner, &setback)
+                    .await?;
+                return Ok(Worked::Waiting(wait.label()));
             }
             Err(error) => {
                 let attempt = deletion.attempts + 1;
@@ -298,7 +304,7 @@ impl DeletionService {
         self.catalog
             .set_back_deletion(survey, reference, &self.owner, &setback)
             .await?;
-        Ok(false)
+        Ok(Worked::Other)
     }
 
     async fn attempt(
@@ -307,28 +313,26 @@ impl DeletionService {
         reference: &str,
         phases: &mut Phases,
     ) -> Result<Attempt, AttemptError> {
-        if self.catalog.has_active_scoring_run(survey).await? {
-            return Ok(Attempt::Deferred("a scoring run is active on the survey"));
+        if let Some(run) = self.catalog.active_scoring_run(survey).await? {
+            return Ok(Attempt::Deferred(Wait {
+                on: Waiting::Run(run),
+                reason: "a scoring run is active on the survey: its files could bring the \
+                         session back"
+                    .to_owned(),
+            }));
         }
         phases.lap("check");
-        if let Some(purger) = &self.purger {
-            purger.purge_if_behind().await?;
+        if let Some(purger) = &self.purger
+            && let Err(error) = purger.purge_if_behind().await
+        {
+            return Ok(Attempt::Deferred(Wait {
+                on: Waiting::Instance(self.owner.clone()),
+                reason: format!("instance {} cannot purge its log: {error}", self.owner),
+            }));
         }
         phases.lap("purge");
-        let lease_ms = i64::try_from(self.instance_lease.as_millis()).unwrap_or(i64::MAX);
-        let waiting = self
-            .catalog
-            .instances_yet_to_purge(
-                survey,
-                reference,
-                catalog::now_millis().saturating_sub(lease_ms),
-            )
-            .await?;
-        if !waiting.is_empty() {
-            tracing::debug!(?waiting, "erasure waits for instances to purge their logs");
-            return Ok(Attempt::Deferred(
-                "other instances have not yet purged their logs",
-            ));
+        if let Some(wait) = self.clear_the_fleet(survey, reference).await? {
+            return Ok(Attempt::Deferred(wait));
         }
         let identifiers = self
             .catalog
@@ -350,19 +354,21 @@ impl DeletionService {
             (probed + rewrite.probed, removed + rewrite.removed.len())
         });
         // A run that started while the files were rewritten would lose them under its scan.
-        if self.catalog.has_active_scoring_run(survey).await? {
-            return Ok(Attempt::Deferred("a scoring run started on the survey"));
+        if let Some(run) = self.catalog.active_scoring_run(survey).await? {
+            return Ok(Attempt::Deferred(Wait {
+                on: Waiting::Run(run),
+                reason: "a scoring run started on the survey while its files were rewritten"
+                    .to_owned(),
+            }));
         }
         if !erase::commit(&self.lake, rewrites).await? {
-            return Ok(Attempt::Deferred("another rewrite replaced a file first"));
+            return Ok(Wait::lake("another rewrite replaced a file first"));
         }
         phases.lap("commit");
         // Copies no snapshot names any more: what a crashed attempt replaced, compaction
         // inputs kept for readers, uploads of dead writers.
         if erase::sweep(&self.lake, survey_id, &session).await? {
-            return Ok(Attempt::Deferred(
-                "an upload not yet committed holds the session",
-            ));
+            return Ok(Wait::lake("an upload not yet committed holds the session"));
         }
         phases.lap("sweep");
         let erasure = SessionErasure {
@@ -383,6 +389,15 @@ impl DeletionService {
         phases.lap("scrub");
         Ok(Attempt::Completed)
     }
+}
+
+/// What one attempt at a deletion came to, for the worker's tally.
+enum Worked {
+    Completed,
+    /// Deferred, waiting on what the label of `telltale_deletions_waiting` names.
+    Waiting(&'static str),
+    /// Not claimed, failed, or completed by another worker first.
+    Other,
 }
 
 /// Where an attempt spent its time, step by step (the log line of a completed erasure), so
@@ -435,19 +450,6 @@ fn backoff_ms(attempt: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_instance_reports_when_its_purge_moves_and_a_quarter_lease_after_the_last() {
-        let refresh = Duration::from_secs(30) / REPORTS_PER_LEASE;
-        let now = std::time::Instant::now();
-        assert!(report_due(None, 0, refresh), "the first report");
-        assert!(!report_due(Some((now, 7)), 7, refresh), "nothing new");
-        assert!(report_due(Some((now, 7)), 8, refresh), "a purge moved");
-        let earlier = now
-            .checked_sub(refresh)
-            .expect("a monotonic clock this old");
-        assert!(report_due(Some((earlier, 7)), 7, refresh), "the refresh");
-    }
 
     #[test]
     fn backoff_doubles_from_one_second() {

@@ -1,0 +1,319 @@
+//! What a fleet guarantees when one of its members stalls or lags (issue 70), through the
+//! binary: two instances on one PostgreSQL catalog and one S3 bucket (moto), one of them reaching
+//! the bucket through a proxy the test can stall.
+//!
+//! - An erasure that completes while an instance's uploads hang is not undone when they land:
+//!   the stalled instance was fenced, and what it wrote after is refused.
+//! - A run on one instance scores a session another instance acknowledged on all of its events,
+//!   or defers it to a later run, never on part of them.
+
+use std::time::{Duration, Instant};
+
+use scorer::synthetic::{Behaviour, session};
+use serde_json::{Value, json};
+
+use crate::deletion::{lake_rows_mentioning, request_deletion, send_session, wait_deletion_done};
+use crate::harness::{TestServer, duckdb_query, new_uuid, now_millis};
+use crate::operations::{scrape, series_sum};
+use crate::proxy::StallProxy;
+use crate::scoring::{HAND_SET_MODEL, NO_API_LIMIT, start_run_ok, wait_finished};
+
+/// Two instances on one catalog and bucket; the second reaches the bucket through a proxy.
+async fn fleet_with_proxied_second(args: &[&str]) -> (TestServer, TestServer, StallProxy) {
+    let first = TestServer::start_scale_out(args).await;
+    let moto = first
+        .scale_out_stores()
+        .expect("scale-out stores")
+        .endpoint()
+        .to_owned();
+    let proxy = StallProxy::start(&moto).await;
+    let second =
+        TestServer::start_sharing_with_env(&first, args, &[("AWS_ENDPOINT", &proxy.endpoint)])
+            .await;
+    (first, second, proxy)
+}
+
+#[tokio::test]
+async fn an_erasure_is_not_undone_by_an_instance_whose_uploads_were_stalled() {
+    let args = [
+        "--api-rate-per-minute",
+        NO_API_LIMIT,
+        "--instance-lease-secs",
+        "3",
+    ];
+    let (first, mut second, proxy) = fleet_with_proxied_second(&args).await;
+    let key = first.key().to_owned();
+    let survey = first.provision_ok(&key, "fenced", "Fenced").await;
+    let sid = survey.survey_id.clone();
+
+    // The second instance's S3 traffic hangs from here on; it still acknowledges into its log
+    // and applies statistics to the catalog.
+    proxy.stall();
+    let (x, kept) = (new_uuid(), new_uuid());
+    let x_events = send_session(&second, &survey, &x, None, 3, 27).await;
+    let kept_events = send_session(&second, &survey, &kept, None, 2, 20).await;
+    first
+        .lookup_until_counts(
+            &key,
+            &sid,
+            &[(x.clone(), x_events), (kept.clone(), kept_events)],
+            Duration::from_secs(10),
+        )
+        .await;
+    // At least one flush of the second instance is now stuck in its upload.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(second.log_occurrences(&x) > 0, "x is in the second's log");
+
+    // Deleted through the first instance: it completes while the second still hangs.
+    let reply = request_deletion(&first, &key, &sid, &x).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let done = wait_deletion_done(&first, &key, &sid, &x).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    // It went ahead by fencing the silent instance off, not by ignoring it.
+    let fences = series_sum(&scrape(&first).await, "telltale_fleet_fences_total", &[]);
+    assert_eq!(fences, 1.0, "the first instance fenced the second off");
+
+    // The stall ends: whatever the second instance had in flight lands or is refused. Stopped
+    // gracefully, it flushes everything it holds.
+    proxy.release();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while second.log_occurrences(&x) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the second instance did not purge x from its log after the stall\n{}",
+            second.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let scraped = scrape(&second).await;
+    let rejoins = series_sum(&scraped, "telltale_fleet_rejoins_total", &[]);
+    eprintln!(
+        "the second instance: {rejoins} rejoins, {} flush commits refused, {} flush errors",
+        series_sum(
+            &scraped,
+            "telltale_lake_commits_total",
+            &[("outcome", "refused")]
+        ),
+        series_sum(
+            &scraped,
+            "telltale_lake_flushes_total",
+            &[("outcome", "error")]
+        ),
+    );
+    assert!(
+        rejoins >= 1.0,
+        "the second instance found itself fenced off"
+    );
+    second.terminate_ok().await;
+    let mentions = lake_rows_mentioning(&first, &[&x]);
+    assert!(
+        mentions.is_empty(),
+        "the erased session is back in the lake: {} rows, first {:?}",
+        mentions.len(),
+        mentions.first()
+    );
+    assert_eq!(second.log_occurrences(&x), 0, "x is in the second's log");
+    let rows = first
+        .lookup_rows(&key, &sid, &[x.clone(), kept.clone()])
+        .await;
+    assert_eq!(
+        (&rows[0]["captured"], &rows[0]["eventCount"]),
+        (&json!(false), &json!(0)),
+        "{rows:?}"
+    );
+    // Nothing acknowledged of the kept session was lost on the way.
+    assert_eq!(rows[1]["eventCount"], json!(kept_events), "{rows:?}");
+    let kept_rows = duckdb_query(&format!(
+        "SELECT count(*) AS n FROM read_parquet({}) WHERE session_id = '{kept}'",
+        first.events_files()
+    ));
+    assert_eq!(kept_rows[0]["n"], json!(kept_events), "{kept_rows:?}");
+}
+
+/// How many events the latest score of `reference` was computed from (the `scores` table's
+/// `event_count`), if it has a score.
+fn scored_event_count(server: &TestServer, reference: &str) -> Option<u64> {
+    let lake = server.lake_dir();
+    let live: Vec<String> = crate::harness::live_files_at(&lake, "scores")
+        .into_iter()
+        .map(|(path, _)| format!("'{}'", lake.join(path).display()))
+        .collect();
+    if live.is_empty() {
+        return None;
+    }
+    let rows: Vec<Value> = duckdb_query(&format!(
+        "SELECT event_count FROM read_parquet([{}], union_by_name = true)
+         WHERE reference = '{reference}' ORDER BY scored_at DESC LIMIT 1",
+        live.join(", ")
+    ));
+    rows.first().and_then(|row| row["event_count"].as_u64())
+}
+
+#[tokio::test]
+async fn a_run_on_one_instance_scores_another_instances_session_whole_or_not_at_all() {
+    let args = [
+        "--api-rate-per-minute",
+        NO_API_LIMIT,
+        "--model",
+        HAND_SET_MODEL,
+        "--flush-interval-ms",
+        "1000",
+    ];
+    let first = TestServer::start_scale_out(&args).await;
+    let second = TestServer::start_sharing(&first, &args).await;
+    let key = first.key().to_owned();
+    let survey = first.provision_ok(&key, "horizon", "Horizon").await;
+    let sid = survey.survey_id.clone();
+
+    // A session of 300-odd events posted to the second instance: its first half reaches the
+    // lake in a flush, its second half is acknowledged just before a run starts on the first.
+    let reference = new_uuid();
+    let identifier = format!("horizon-{}", &reference[..8]);
+    let events = session(
+        Behaviour::Human,
+        &identifier,
+        &reference,
+        now_millis() - 120_000,
+        3,
+        7,
+    );
+    let total = events.len() as u64;
+    assert!(total >= 200, "{total} events");
+    let (early, late) = events.split_at(events.len() / 2);
+    for chunk in early.chunks(40) {
+        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
+        second
+            .collect_ok(&survey.tracking_key, &identifier, &body, chunk.len())
+            .await;
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for chunk in late.chunks(40) {
+        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
+        second
+            .collect_ok(&survey.tracking_key, &identifier, &body, chunk.len())
+            .await;
+    }
+    let run = start_run_ok(&first, &key, &sid, Some(r#"{"force": false}"#)).await;
+    let run_id = run["id"].as_str().expect("run id").to_owned();
+    let done = wait_finished(&first, &key, &sid, &run_id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    match scored_event_count(&first, &reference) {
+        Some(count) => assert_eq!(
+            count, total,
+            "the run scored the session on {count} of its {total} acknowledged events: {done}"
+        ),
+        None => {
+            // Deferred: the run says so, and the next run scores it whole.
+            assert_eq!(done["deferred"], json!(1), "{done}");
+            let again = start_run_ok(&first, &key, &sid, Some(r#"{"force": false}"#)).await;
+            let again_id = again["id"].as_str().expect("run id").to_owned();
+            let again = wait_finished(&first, &key, &sid, &again_id).await;
+            assert_eq!(
+                (&again["status"], &again["scored"]),
+                (&json!("completed"), &json!(1)),
+                "{again}"
+            );
+            assert_eq!(scored_event_count(&first, &reference), Some(total));
+        }
+    }
+    let rows = first
+        .lookup_rows(&key, &sid, std::slice::from_ref(&reference))
+        .await;
+    assert_eq!(rows[0]["eventCount"], json!(total), "{rows:?}");
+    assert!(rows[0]["scoreBand"].is_string(), "{rows:?}");
+}
+
+#[tokio::test]
+async fn a_session_whose_events_sit_in_a_hung_instance_is_deferred_then_scored_whole() {
+    let args = [
+        "--api-rate-per-minute",
+        NO_API_LIMIT,
+        "--model",
+        HAND_SET_MODEL,
+        // Nothing reaches the lake by itself during the test: only a flush someone asks for.
+        "--flush-interval-ms",
+        "600000",
+        "--fleet-flush-wait-secs",
+        "1",
+    ];
+    let first = TestServer::start_scale_out(&args).await;
+    let second = TestServer::start_sharing(&first, &args).await;
+    let key = first.key().to_owned();
+    let survey = first.provision_ok(&key, "deferred", "Deferred").await;
+    let sid = survey.survey_id.clone();
+
+    // Acknowledged by the second instance, counted in the catalog, then the instance hangs
+    // with the events in its log.
+    let reference = new_uuid();
+    let identifier = format!("hung-{}", &reference[..8]);
+    let events = session(
+        Behaviour::Human,
+        &identifier,
+        &reference,
+        now_millis() - 120_000,
+        3,
+        11,
+    );
+    let total = events.len() as u64;
+    for chunk in events.chunks(40) {
+        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
+        second
+            .collect_ok(&survey.tracking_key, &identifier, &body, chunk.len())
+            .await;
+    }
+    first
+        .lookup_until_counts(
+            &key,
+            &sid,
+            &[(reference.clone(), total)],
+            Duration::from_secs(10),
+        )
+        .await;
+    second.pause();
+
+    // The run asks the hung instance to flush, waits its second, and defers the session.
+    let run = start_run_ok(&first, &key, &sid, None).await;
+    let run_id = run["id"].as_str().expect("run id").to_owned();
+    let done = wait_finished(&first, &key, &sid, &run_id).await;
+    second.resume();
+    assert_eq!(
+        (&done["status"], &done["scored"], &done["deferred"]),
+        (&json!("completed"), &json!(0), &json!(1)),
+        "{done}"
+    );
+    let reason = done["deferredReason"].as_str().expect("a reason");
+    let second_id = std::fs::read_to_string(second.data_dir().join("instance-id")).expect("id");
+    assert!(
+        reason.contains("1 session has") && reason.contains(second_id.trim()),
+        "{reason}"
+    );
+    assert_eq!(scored_event_count(&first, &reference), None);
+
+    // Back, the instance answers the flush the run asked for (late), and the next run scores the
+    // session on all its events.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let flushed = series_sum(
+            &scrape(&second).await,
+            "telltale_lake_flushed_events_total",
+            &[],
+        );
+        if flushed >= total as f64 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second instance never flushed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = start_run_ok(&first, &key, &sid, None).await;
+    let again_id = again["id"].as_str().expect("run id").to_owned();
+    let again = wait_finished(&first, &key, &sid, &again_id).await;
+    assert_eq!(
+        (&again["status"], &again["scored"], &again["deferred"]),
+        (&json!("completed"), &json!(1), &json!(0)),
+        "{again}"
+    );
+    assert_eq!(scored_event_count(&first, &reference), Some(total));
+}
