@@ -64,7 +64,7 @@ pub async fn org(storage: &StorageArgs, command: OrgCommand) -> anyhow::Result<(
                     table.add_row([
                         organization.id.to_string(),
                         organization.name,
-                        crate::http::iso8601(organization.created_at),
+                        crate::http::format::iso8601(organization.created_at),
                     ]);
                 }
                 println!("{table}");
@@ -90,8 +90,8 @@ fn key_json(info: &KeyInfo) -> serde_json::Value {
         "label": info.label,
         "scopes": info.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
         "organizationId": info.organization_id,
-        "createdAt": crate::http::iso8601(info.created_at),
-        "revokedAt": info.revoked_at.map(crate::http::iso8601),
+        "createdAt": crate::http::format::iso8601(info.created_at),
+        "revokedAt": info.revoked_at.map(crate::http::format::iso8601),
     })
 }
 
@@ -139,7 +139,7 @@ pub async fn key(storage: &StorageArgs, command: KeyCommand) -> anyhow::Result<(
                 let mut table = table(&["prefix", "label", "scopes", "state", "created"]);
                 for key in keys {
                     let state = match key.revoked_at {
-                        Some(at) => format!("revoked {}", crate::http::iso8601(at)),
+                        Some(at) => format!("revoked {}", crate::http::format::iso8601(at)),
                         None => "active".to_owned(),
                     };
                     let scopes: Vec<_> = key.scopes.iter().map(|s| s.as_str()).collect();
@@ -148,7 +148,7 @@ pub async fn key(storage: &StorageArgs, command: KeyCommand) -> anyhow::Result<(
                         key.label,
                         scopes.join(", "),
                         state,
-                        crate::http::iso8601(key.created_at),
+                        crate::http::format::iso8601(key.created_at),
                     ]);
                 }
                 println!("{table}");

@@ -8,54 +8,19 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use catalog::{Catalog, RunProgress, RunStatus, SurveyId};
 use datafusion::execution::context::SQLOptions;
-use ingest::Ingestor;
 use lake::Lake;
 use lake::TableKind;
 use lake::delta::AsOf;
 use query::LakeQuery;
-use scorer::{Model, RunEnd, Scorer, ScoringSettings};
+use scorer::{RunEnd, ScoringSettings};
 
 use crate::cli::{ScoringArgs, SqlFormat, StorageArgs};
 
-/// Loads the model `args` names, or the built-in one.
-pub fn load_model(args: &ScoringArgs) -> anyhow::Result<Model> {
-    match &args.model {
-        Some(path) => {
-            let json = std::fs::read_to_string(path)
-                .with_context(|| format!("reading model file {}", path.display()))?;
-            Model::from_json(&json).with_context(|| format!("model file {}", path.display()))
-        }
-        None => Ok(Model::default_model()?),
-    }
-}
-
-/// A server's collection pipeline, as the scorer sees it: something to flush before a run.
-struct IngestorFlusher(Ingestor);
-
-#[async_trait::async_trait]
-impl scorer::run::Flusher for IngestorFlusher {
-    async fn make_visible(&self) -> Result<(), scorer::run::FlushError> {
-        Ok(self.0.make_visible().await?)
-    }
-}
-
-/// The scorer a server or the command line works runs with.
-pub fn build_scorer(
-    catalog: Arc<dyn Catalog>,
-    lake: Lake,
-    args: &ScoringArgs,
-    ingestor: Option<Ingestor>,
-    owner: String,
-) -> anyhow::Result<Scorer> {
-    let threads = std::thread::available_parallelism().map_or(2, usize::from);
-    let query = LakeQuery::new(lake.store().clone(), threads)?;
-    Ok(Scorer {
-        catalog,
-        lake,
-        query,
-        model: Arc::new(load_model(args)?),
-        flusher: ingestor.map(|ingestor| Arc::new(IngestorFlusher(ingestor)) as _),
-        settings: ScoringSettings {
+/// How `args` says to score.
+pub fn scorer_settings(args: &ScoringArgs) -> instance::scoring::ScorerSettings {
+    instance::scoring::ScorerSettings {
+        model: args.model.clone(),
+        scoring: ScoringSettings {
             chunk_sessions: args.scoring_chunk_sessions,
             max_events_per_pass: args.scoring_max_events_per_pass,
             pause_between_chunks: Duration::from_millis(args.scoring_pause_ms),
@@ -63,8 +28,7 @@ pub fn build_scorer(
             instance_lease: Duration::from_secs(args.instance_lease_secs),
             fleet_flush_wait: Duration::from_secs(args.fleet_flush_wait_secs),
         },
-        owner,
-    })
+    }
 }
 
 /// The deployment's stores, for a command-line command (`instance::Stores::open`).
@@ -151,12 +115,15 @@ pub async fn score(
 ) -> anyhow::Result<()> {
     let survey = SurveyId::parse(survey)
         .with_context(|| format!("{survey:?} is not a survey id (24 hex characters)"))?;
-    let (catalog, lake) = open_storage(storage).await?;
+    let settings = scorer_settings(args);
+    let model = instance::scoring::load_model(&settings)?;
+    let stores = instance::Stores::open(&storage.settings()).await?;
+    let catalog = stores.catalog.clone();
     if catalog.survey_by_id(&survey).await?.is_none() {
         bail!("no survey {survey} in this catalog");
     }
     let owner = format!("cli-{}", &catalog::ids::random_hex24()[..12]);
-    let scorer = build_scorer(catalog.clone(), lake, args, None, owner)?;
+    let scorer = instance::scoring::build_scorer(&stores, model, settings.scoring, None, owner)?;
     let (run, created) = catalog.start_scoring_run(&survey, force).await?;
     if !created {
         eprintln!(
@@ -430,7 +397,7 @@ struct FeatureRow {
 /// them first (`scorer::cohort`), then the model, each with the product's own code. Prints one
 /// JSON line a session: reference, score, band, reasons and the cohort's counts and modality.
 pub fn score_features(file: Option<&std::path::Path>, scoring: &ScoringArgs) -> anyhow::Result<()> {
-    let model = load_model(scoring)?;
+    let model = instance::scoring::load_model(&scorer_settings(scoring))?;
     let reader: Box<dyn std::io::BufRead> = match file {
         Some(path) => Box::new(std::io::BufReader::new(
             std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,

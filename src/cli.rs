@@ -355,10 +355,21 @@ pub struct ServeArgs {
     )]
     pub body_timeout_secs: u64,
 
-    /// Behind a load balancer: take the client address for the per-IP collector limit from the
-    /// last `X-Forwarded-For` entry instead of the TCP peer.
+    /// Behind a load balancer: take the client address for the per-IP limits from the last
+    /// `X-Forwarded-For` entry instead of the TCP peer.
     #[arg(long, env = "TELLTALE_TRUST_FORWARDED_FOR", default_value_t = false)]
     pub trust_forwarded_for: bool,
+
+    /// Integration requests with a well-formed key that is wrong, revoked or of a deleted
+    /// organization, per client address per rolling minute, per instance; past it the address
+    /// gets 429 before its key is looked up (0: off).
+    #[arg(long, env = "TELLTALE_FAILED_AUTH_PER_MINUTE", default_value_t = 20)]
+    pub failed_auth_per_minute: u32,
+
+    /// Requests to signed review and desk links per second per client address, per instance,
+    /// bursts of four times that; past it 429 before the link is checked (0: off).
+    #[arg(long, env = "TELLTALE_SIGNED_LINK_RATE", default_value_t = 50)]
+    pub signed_link_rate: u32,
 
     /// Connections served at once; past it a new connection gets a 503 with `Retry-After` and
     /// is closed, so a flood of connections cannot exhaust memory or file descriptors.

@@ -33,18 +33,48 @@ impl SlidingWindow {
         }
     }
 
+    /// Whether a request of `key` at `now` would be allowed, recording nothing: `Err` is how
+    /// long until one would be. With [`SlidingWindow::record`], a limit on what happens to a
+    /// request (failed authentications) rather than on the requests themselves.
+    pub fn peek(&self, key: &str, now: Instant) -> Result<(), Duration> {
+        let accepted = self.accepted.lock();
+        let Some(times) = accepted.get(key) else {
+            return Ok(());
+        };
+        let live = times
+            .iter()
+            .filter(|time| now.duration_since(**time) < self.window);
+        let count = live.clone().count();
+        if count < self.limit {
+            return Ok(());
+        }
+        let oldest = live.min().copied().unwrap_or(now);
+        Err((oldest + self.window).saturating_duration_since(now))
+    }
+
+    /// Records one event of `key` at `now`, however many the window holds.
+    pub fn record(&self, key: &str, now: Instant) {
+        let mut accepted = self.accepted.lock();
+        self.forget_idle(&mut accepted, now);
+        let times = accepted.entry(key.to_owned()).or_default();
+        while times
+            .front()
+            .is_some_and(|first| now.duration_since(*first) >= self.window)
+        {
+            times.pop_front();
+        }
+        // Bounded: more than the limit never changes an answer.
+        if times.len() >= self.limit.max(1) {
+            times.pop_front();
+        }
+        times.push_back(now);
+    }
+
     /// Records a request at `now` if it is allowed; otherwise returns how long until one would be.
     /// Refused requests are not recorded, so they do not extend the wait.
     pub fn check(&self, key: &str, now: Instant) -> Result<(), Duration> {
         let mut accepted = self.accepted.lock();
-        if accepted.len() > 10_000 {
-            let window = self.window;
-            accepted.retain(|_, times| {
-                times
-                    .back()
-                    .is_some_and(|last| now.duration_since(*last) < window)
-            });
-        }
+        self.forget_idle(&mut accepted, now);
         let times = accepted.entry(key.to_owned()).or_default();
         while times
             .front()
@@ -58,6 +88,20 @@ impl SlidingWindow {
         }
         let oldest = times.front().copied().unwrap_or(now);
         Err((oldest + self.window).saturating_duration_since(now))
+    }
+}
+
+impl SlidingWindow {
+    /// Past 10,000 keys, forgets those with nothing in the window.
+    fn forget_idle(&self, accepted: &mut HashMap<String, VecDeque<Instant>>, now: Instant) {
+        if accepted.len() > 10_000 {
+            let window = self.window;
+            accepted.retain(|_, times| {
+                times
+                    .back()
+                    .is_some_and(|last| now.duration_since(*last) < window)
+            });
+        }
     }
 }
 
@@ -200,6 +244,27 @@ impl<K: Hash + Eq + Clone> NewSessions<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_of_recorded_events_is_peeked_without_counting_the_peek() {
+        let limiter = SlidingWindow::new(2, Duration::from_secs(60));
+        let start = Instant::now();
+        for _ in 0..5 {
+            assert!(limiter.peek("ip", start).is_ok(), "a peek records nothing");
+        }
+        limiter.record("ip", start);
+        assert!(limiter.peek("ip", start).is_ok());
+        limiter.record("ip", start + Duration::from_secs(10));
+        assert_eq!(
+            limiter.peek("ip", start + Duration::from_secs(20)),
+            Err(Duration::from_secs(40))
+        );
+        assert!(limiter.peek("other", start).is_ok(), "per key");
+        // The first event leaves the window; one more recorded keeps it full.
+        assert!(limiter.peek("ip", start + Duration::from_secs(61)).is_ok());
+        limiter.record("ip", start + Duration::from_secs(61));
+        assert!(limiter.peek("ip", start + Duration::from_secs(62)).is_err());
+    }
 
     #[test]
     fn sliding_window_allows_the_limit_then_reports_the_exact_wait() {

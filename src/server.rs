@@ -1,8 +1,9 @@
-//! `telltale serve`: opens the deployment (`instance`), serves HTTP, and on SIGTERM/SIGINT
-//! stops accepting requests and flushes everything buffered. A start while a store is down
-//! takes its address at once and answers 503 (with `Retry-After`; liveness 200) until the stores
-//! answer, then serves. Also `telltale drain`, which replays and flushes a stopped instance's
-//! log without serving.
+//! `telltale serve`: starts the deployment (`instance::deployment`, which assembles and drains
+//! it), serves HTTP, and on SIGTERM/SIGINT stops accepting requests and drains it. A start while
+//! a store is down takes its address at once and answers 503 (with `Retry-After`; liveness 200,
+//! readiness 503) until the stores answer, then serves; a start that fails for any other reason
+//! exits non-zero with it, never leaving a process that answers 503 for good. Also `telltale
+//! drain`, which replays and flushes a stopped instance's log without serving.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -11,9 +12,9 @@ use anyhow::Context;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
-use catalog::Scope;
-use instance::workers::{WorkerSettings, Workers};
-use instance::{Instance, LogSettings};
+use instance::LogSettings;
+use instance::deployment::{Deployment, DeploymentSettings};
+use instance::workers::WorkerSettings;
 use tower::ServiceExt;
 
 use crate::cli::{ServeArgs, StorageArgs};
@@ -24,58 +25,83 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How often a start waiting for its stores tries them again.
 const STORES_RETRY: Duration = Duration::from_secs(1);
 
+/// What `serve`'s flags say the deployment is.
+fn deployment_settings(args: &ServeArgs) -> DeploymentSettings {
+    DeploymentSettings {
+        log: LogSettings {
+            flush_interval: Duration::from_millis(args.flush_interval_ms),
+            flush_bytes: args.flush_bytes,
+        },
+        scorer: crate::analysis::scorer_settings(&args.scoring),
+        instance_lease: Duration::from_secs(args.scoring.instance_lease_secs),
+        workers: WorkerSettings {
+            scoring_lease: Duration::from_secs(args.scoring.scoring_lease_secs),
+            compaction_interval: (args.compaction_interval_secs > 0)
+                .then(|| Duration::from_secs(args.compaction_interval_secs)),
+            compaction: lake::operations::compact::CompactionConfig {
+                target_rows: args.compaction_target_rows,
+            },
+            retention: Duration::from_secs(args.lake_retention_secs),
+        },
+        lake_retention: Duration::from_secs(args.lake_retention_secs),
+        review_secret: args.review_secret.clone(),
+    }
+}
+
 pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()> {
     // First: handles the libraries take before it is installed would record nowhere.
     let metrics = crate::telemetry::install_metrics()?;
     let settings = storage.settings();
-    let log = LogSettings {
-        flush_interval: Duration::from_millis(args.flush_interval_ms),
-        flush_bytes: args.flush_bytes,
-    };
-    match Instance::start(settings.clone(), Some(log.clone())).await {
-        Ok(instance) => {
-            // The address is taken only once the stores answer, and the bootstrap key shown
-            // only once the address is ours: a start that cannot serve (the port is taken) must
-            // not show the one-time key and leave the next start with none to show.
-            let listener = bind(args).await?;
-            let local = listener.local_addr()?;
-            let running = Running::start(instance, args, metrics, local).await?;
+    let deploy = deployment_settings(args);
+    // The address first, announced only once serving (or answering 503 while the stores are
+    // away): a start that cannot take it shows no one-time key.
+    let listener = bind(args).await?;
+    let local = listener.local_addr()?;
+    match Deployment::start(settings.clone(), &deploy).await {
+        Ok(deployment) => {
+            let running = Running::start(deployment, args, metrics, local);
             announce(&listener)?;
-            serve_until_signal(listener, running.app.clone(), args).await;
+            serve_until_signal(listener, running.app.clone(), args, std::future::pending()).await;
             running.shutdown().await
         }
         Err(error) if error.store_down() => {
             tracing::warn!(%error, "a store is unavailable at start: answering 503 until it is back");
-            let listener = bind(args).await?;
-            let local = listener.local_addr()?;
             announce(&listener)?;
             let slot: Arc<OnceLock<Running>> = Arc::new(OnceLock::new());
+            let (failed, failure) = tokio::sync::oneshot::channel::<anyhow::Error>();
             let opener = {
                 let (slot, args, metrics) = (Arc::clone(&slot), args.clone(), metrics.clone());
                 tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(STORES_RETRY).await;
-                        match Instance::start(settings.clone(), Some(log.clone())).await {
-                            Ok(instance) => {
-                                match Running::start(instance, &args, metrics.clone(), local).await
-                                {
-                                    Ok(running) => {
-                                        tracing::info!("the stores answer: serving");
-                                        let _ = slot.set(running);
-                                        return;
-                                    }
-                                    Err(error) => {
-                                        tracing::warn!(%error, "starting failed; will retry")
-                                    }
-                                }
+                    // Each new reason is logged once, not every second.
+                    let last = parking_lot::Mutex::new(String::new());
+                    let started = Deployment::start_when_stores_answer(
+                        settings,
+                        &deploy,
+                        STORES_RETRY,
+                        |error| {
+                            let reason = error.to_string();
+                            if *last.lock() != reason {
+                                tracing::warn!(
+                                    error = reason,
+                                    "the instance cannot start yet; trying again every second"
+                                );
+                                *last.lock() = reason;
+                            } else {
+                                tracing::debug!(%error, "a store is still unavailable");
                             }
-                            Err(error) if error.store_down() => {
-                                tracing::debug!(%error, "a store is still unavailable")
-                            }
-                            Err(error) => {
-                                tracing::error!(%error, "the stores answer but the instance cannot start");
-                                return;
-                            }
+                        },
+                    )
+                    .await;
+                    match started {
+                        Ok(deployment) => {
+                            tracing::info!("the stores answer: serving");
+                            let _ = slot.set(Running::start(deployment, &args, metrics, local));
+                        }
+                        Err(error) => {
+                            // What it took is released (`Deployment::start`); the process ends
+                            // with the reason rather than answer 503 for good.
+                            tracing::error!(%error, "the instance cannot start; exiting");
+                            let _ = failed.send(anyhow::Error::new(error));
                         }
                     }
                 })
@@ -83,8 +109,20 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
             let app = Router::new()
                 .fallback(dispatch)
                 .with_state(Arc::clone(&slot));
-            serve_until_signal(listener, app, args).await;
+            // Serving ends on a signal, or once the start failed for good.
+            let (stop_failed, start_failed) = tokio::sync::oneshot::channel();
+            let watch_failure = async move {
+                if let Ok(error) = failure.await {
+                    let _ = stop_failed.send(error);
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            serve_until_signal(listener, app, args, watch_failure).await;
             opener.abort();
+            if let Ok(error) = start_failed.await {
+                return Err(error);
+            }
             match slot.get() {
                 Some(running) => running.shutdown().await,
                 None => Ok(()),
@@ -94,55 +132,28 @@ pub async fn serve(storage: &StorageArgs, args: &ServeArgs) -> anyhow::Result<()
     }
 }
 
-/// A serving instance: its log, its workers and its routes.
+/// A serving instance: its deployment and its routes.
 struct Running {
-    ingestor: ingest::Ingestor,
-    /// Taken (and so stopped) at shutdown, before the final flush.
-    workers: parking_lot::Mutex<Option<Workers>>,
+    deployment: Arc<Deployment>,
     app: Router,
 }
 
 impl Running {
-    async fn start(
-        instance: Instance,
+    /// Shows the first start's key, if this start made one, and builds the routes.
+    fn start(
+        deployment: Deployment,
         args: &ServeArgs,
         metrics: metrics_exporter_prometheus::PrometheusHandle,
         local: std::net::SocketAddr,
-    ) -> anyhow::Result<Running> {
-        instance
-            .stores
-            .lake
-            .set_retention(Duration::from_secs(args.lake_retention_secs));
-        let scorer = crate::analysis::build_scorer(
-            instance.stores.catalog.clone(),
-            instance.stores.lake.clone(),
-            &args.scoring,
-            Some(instance.ingestor.clone()),
-            instance.id.clone(),
-        )?;
-        let deletions = instance::erasure::DeletionService::new(
-            instance.stores.catalog.clone(),
-            instance.stores.lake.clone(),
-            Some(instance.ingestor.clone()),
-            instance.id.clone(),
-            Duration::from_secs(args.scoring.instance_lease_secs),
-        );
-        let scoring = scorer::ScoringService::new(scorer);
-        let workers = Workers::start(
-            &instance,
-            &scoring,
-            &deletions,
-            &WorkerSettings {
-                scoring_lease: Duration::from_secs(args.scoring.scoring_lease_secs),
-                compaction_interval: (args.compaction_interval_secs > 0)
-                    .then(|| Duration::from_secs(args.compaction_interval_secs)),
-                compaction: lake::operations::compact::CompactionConfig {
-                    target_rows: args.compaction_target_rows,
-                },
-                retention: Duration::from_secs(args.lake_retention_secs),
-            },
-        );
-        bootstrap(instance.stores.catalog.as_ref()).await?;
+    ) -> Running {
+        if let Some(key) = deployment.take_first_key() {
+            println!(
+                "first start: created organization {} and an integration key with every scope.",
+                key.info.organization_id
+            );
+            println!("It is shown only this once; store it now:");
+            println!("TELLTALE_INTEGRATION_KEY={}", key.secret.expose());
+        }
         let limits = Limits {
             api_requests_per_minute: args.api_rate_per_minute,
             collector_ip_rate: args.collector_ip_rate,
@@ -152,42 +163,25 @@ impl Running {
             collector_bytes_in_flight: args.collector_bytes_in_flight,
             body_timeout: Duration::from_secs(args.body_timeout_secs),
             trust_forwarded_for: args.trust_forwarded_for,
+            failed_auth_per_minute: args.failed_auth_per_minute,
+            signed_link_rate: args.signed_link_rate,
         };
-        let review_secret = http::review::ReviewSecret::load(
-            args.review_secret.as_deref(),
-            &instance.settings.data_dir,
-        )
-        .context("loading the review link secret")?;
         let public_url = args
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://{local}"));
-        let state = AppState::new(
-            instance.stores.clone(),
-            instance.ingestor.clone(),
-            scoring,
-            deletions,
-            http::Site {
-                public_url,
-                review_secret,
-            },
-            &limits,
-            metrics,
-        );
-        Ok(Running {
-            ingestor: instance.ingestor,
-            workers: parking_lot::Mutex::new(Some(workers)),
+        let deployment = Arc::new(deployment);
+        let state = AppState::new(Arc::clone(&deployment), &public_url, &limits, metrics);
+        Running {
+            deployment,
             app: http::app(state),
-        })
+        }
     }
 
-    /// Stops the workers, then flushes what the log holds. Runs in progress stay `running`
-    /// with this instance as owner: the next start resumes them (or another instance once the
-    /// lease expires); an erasure or compaction cut short is repeated from the start.
+    /// Drains the deployment: the workers stop, then what the log holds is flushed.
     async fn shutdown(&self) -> anyhow::Result<()> {
-        drop(self.workers.lock().take());
         tracing::info!("shutting down: flushing buffered events");
-        let report = self.ingestor.shutdown().await.context("final flush")?;
+        let report = self.deployment.drain().await.context("final flush")?;
         tracing::info!(
             files = report.files,
             events = report.events,
@@ -230,13 +224,21 @@ fn announce(listener: &tokio::net::TcpListener) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves until SIGTERM/SIGINT. In-flight requests get a bounded time to finish; a client
-/// holding a connection open must not delay the final flush (its batches are in the log either
-/// way).
-async fn serve_until_signal(listener: tokio::net::TcpListener, app: Router, args: &ServeArgs) {
+/// Serves until SIGTERM/SIGINT (or `or_until` ends). In-flight requests get a bounded time to
+/// finish; a client holding a connection open must not delay the final flush (its batches are
+/// in the log either way).
+async fn serve_until_signal(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    args: &ServeArgs,
+    or_until: impl std::future::Future<Output = ()> + Send + 'static,
+) {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        shutdown_signal().await;
+        tokio::select! {
+            () = shutdown_signal() => {}
+            () = or_until => {}
+        }
         stop.send_replace(true);
     });
     crate::http_serve::serve(
@@ -253,42 +255,28 @@ async fn serve_until_signal(listener: tokio::net::TcpListener, app: Router, args
 }
 
 /// `telltale drain`: replays the data dir's write-ahead log into the lake and the catalog and
-/// checks that nothing is left only in the log.
+/// checks that nothing is left only in the log (`instance::deployment::drain_stopped`).
 pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
-    let settings = storage.settings();
-    if !settings.data_dir.wal().exists() || !settings.data_dir.instance_id().exists() {
-        anyhow::bail!(
-            "{} holds no write-ahead log of a telltale instance: nothing to drain",
-            storage.data_dir.display()
-        );
-    }
-    let stores = instance::Stores::open(&settings).await?;
-    let instance = settings.data_dir.instance_id_or_new()?;
-    let lake = stores.lake.clone();
-    let applied_before = ingest::Ingestor::lake_position(&lake, &instance).await?;
-    // Starting replays the log and flushes what the lake lacks; the shutdown flushes the rest.
-    let ingestor = Instance::start_on(settings, stores, None)
-        .await
-        .context("opening the write-ahead log (is a server still running on this data dir?)")?
-        .ingestor;
-    ingestor.shutdown().await.context("flushing the log")?;
-    let position = ingestor.log_position();
-    let records_flushed = position.lake_watermark.saturating_sub(applied_before);
+    let drained = instance::deployment::drain_stopped(storage.settings()).await?;
+    let (instance, position) = (&drained.instance, drained.position);
     if json {
         println!(
             "{}",
             serde_json::json!({
                 "instance": instance,
-                "recordsFlushed": records_flushed,
+                "recordsFlushed": drained.records_flushed,
                 "position": position,
                 "drained": position.is_drained(),
             })
         );
     } else {
         println!(
-            "instance {instance}: {records_flushed} logged batches flushed to the lake; log \
-             through {}, lake through {}, statistics through {}",
-            position.last_lsn, position.lake_watermark, position.stats_watermark
+            "instance {instance}: {} logged batches flushed to the lake; log through {}, lake \
+             through {}, statistics through {}",
+            drained.records_flushed,
+            position.last_lsn,
+            position.lake_watermark,
+            position.stats_watermark
         );
     }
     if !position.is_drained() {
@@ -297,24 +285,6 @@ pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
     if !json {
         println!("drained: every acknowledged event is in the lake and the catalog");
     }
-    Ok(())
-}
-
-/// On an empty catalog, creates an organization and a key and prints the key once.
-async fn bootstrap(catalog: &dyn catalog::Catalog) -> anyhow::Result<()> {
-    if catalog.count_organizations().await? > 0 {
-        return Ok(());
-    }
-    let organization = catalog.create_organization("Default organization").await?;
-    let key = catalog
-        .create_key(&organization.id, "bootstrap", &Scope::ALL)
-        .await?;
-    println!(
-        "first start: created organization {} and an integration key with every scope.",
-        organization.id
-    );
-    println!("It is shown only this once; store it now:");
-    println!("TELLTALE_INTEGRATION_KEY={}", key.secret.expose());
     Ok(())
 }
 

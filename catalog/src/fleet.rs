@@ -106,6 +106,10 @@ pub trait Fleet: Send + Sync {
     /// `instance` made everything it acknowledged before `token` visible.
     async fn flush_answered(&self, instance: &str, epoch: i64, token: i64) -> Result<()>;
 
+    /// The fleet's secret `name`: the one stored, or `candidate`, stored now, when none was (the
+    /// first instance to ask makes it; every other reads it).
+    async fn shared_secret(&self, name: &str, candidate: &str) -> Result<String>;
+
     /// Takes the compaction of one partition (a survey's events files of one date, `""` for
     /// none) for `owner` for `lease_ms`, unless another worker holds it. Instances sharing a
     /// catalog then split compaction work instead of racing for the same files (the file swap

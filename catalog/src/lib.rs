@@ -119,8 +119,9 @@ pub trait Organizations: Send + Sync {
 
     async fn list_keys(&self, organization: &OrganizationId) -> Result<Vec<KeyInfo>>;
 
-    /// The key of this prefix, revoked or not.
-    async fn key_info(&self, prefix: &KeyPrefix) -> Result<Option<KeyInfo>>;
+    /// The key of this prefix, revoked or not, and whether its organization was deleted: what a
+    /// signed link made with the key checks each time it is opened.
+    async fn key_standing(&self, prefix: &KeyPrefix) -> Result<Option<KeyStanding>>;
 
     /// Returns false when no unrevoked key has this prefix.
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool>;

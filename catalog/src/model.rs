@@ -21,6 +21,22 @@ pub struct KeyInfo {
     pub revoked_at: Option<i64>,
 }
 
+/// A key as a link made with it sees it: revoked or not, its organization deleted or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyStanding {
+    pub key: KeyInfo,
+    pub organization_deleted: bool,
+}
+
+impl KeyStanding {
+    /// The key still speaks for its live organization with `scope`.
+    pub fn allows(&self, scope: Scope) -> bool {
+        self.key.revoked_at.is_none()
+            && !self.organization_deleted
+            && self.key.scopes.contains(&scope)
+    }
+}
+
 /// A key just created; `secret` exists only in this value.
 #[derive(Debug, Clone)]
 pub struct CreatedKey {

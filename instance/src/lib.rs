@@ -6,6 +6,10 @@
 //! - [`Stores`]: the catalog and the lake, opened in one place ([`Stores::open`]), and the one
 //!   answer to "is a store down" for every caller ([`Stores::down`], over the `outage` policy).
 //! - [`Instance`]: a serving or draining instance: its stores, its id and its write-ahead log.
+//! - `deployment`: a whole running deployment, assembled and drained in one place
+//!   ([`deployment::Deployment`]).
+//! - `scoring`: the deployment's scorer (its model, its query engine, its flusher).
+//! - `links`: the fleet's one secret that signs the links a deployment hands out.
 //! - `erasure`: session deletion's worker and the log purger of fleet-wide erasure.
 //! - `compaction`: the background compaction and vacuum, and the catalog's claims behind the
 //!   lake's [`lake::operations::compact::CompactionGuard`].
@@ -16,7 +20,10 @@
 pub mod backup;
 pub mod compaction;
 pub mod data_dir;
+pub mod deployment;
 pub mod erasure;
+pub mod links;
+pub mod scoring;
 pub mod workers;
 
 use std::path::PathBuf;
@@ -120,17 +127,12 @@ impl Stores {
     /// The one answer to "is a store down" a caller needs when an error alone does not say (a
     /// failed read of a store that answers is a fault of ours, of one that does not an outage).
     pub async fn down(&self) -> Option<&'static str> {
-        let (catalog, lake) = tokio::join!(
-            outage::probe(self.catalog.ping()),
-            outage::probe(self.lake.probe()),
-        );
-        if catalog.is_err() {
-            return Some("catalog");
-        }
-        if lake.is_err() {
-            return Some("lake");
-        }
-        None
+        self.probe().await.down()
+    }
+
+    /// What each store answered a probe ([`outage::probe_stores`]).
+    pub async fn probe(&self) -> outage::StoresProbe {
+        outage::probe_stores(self.catalog.ping(), self.lake.probe()).await
     }
 }
 
@@ -192,6 +194,15 @@ pub enum StartError {
     },
     #[error("starting the ingest pipeline: {0}")]
     Ingest(#[source] ingest::IngestError),
+    #[error(transparent)]
+    Scorer(#[from] scoring::ScorerError),
+    #[error("the review link secret: {0}")]
+    Secret(#[from] links::SecretError),
+    /// A start step lost a store after the log was opened (the start released what it took).
+    #[error("starting: {0}")]
+    Interrupted(#[source] std::io::Error),
+    #[error("making the first start's organization and key: {0}")]
+    Bootstrap(#[source] catalog::Error),
 }
 
 impl StartError {

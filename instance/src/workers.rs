@@ -27,20 +27,29 @@ pub struct WorkerSettings {
     pub retention: Duration,
 }
 
-/// The running workers; dropping this stops them.
+/// The running workers; dropping this stops them (between their steps' awaits), and
+/// [`Workers::stop`] waits until they have.
 pub struct Workers {
-    _tasks: Vec<AbortOnDropHandle<()>>,
+    tasks: Vec<AbortOnDropHandle<()>>,
 }
 
 impl std::fmt::Debug for Workers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Workers")
-            .field("tasks", &self._tasks.len())
+            .field("tasks", &self.tasks.len())
             .finish()
     }
 }
 
 impl Workers {
+    /// Stops every worker and waits until each has let go of what it held.
+    pub async fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
     /// Starts every worker of `instance`.
     pub fn start(
         instance: &Instance,
@@ -71,6 +80,6 @@ impl Workers {
         .flatten()
         .map(AbortOnDropHandle::new)
         .collect();
-        Workers { _tasks: tasks }
+        Workers { tasks }
     }
 }

@@ -64,6 +64,38 @@ pub async fn probe<E: std::fmt::Display>(
     }
 }
 
+/// What both stores of a deployment answered a probe ([`probe_stores`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoresProbe {
+    /// `Ok`, or why the catalog did not answer.
+    pub catalog: Result<(), String>,
+    /// `Ok`, or why the lake's object store did not answer.
+    pub lake: Result<(), String>,
+}
+
+impl StoresProbe {
+    /// The store that is down, the catalog first; `None` when both answered.
+    pub fn down(&self) -> Option<&'static str> {
+        if self.catalog.is_err() {
+            return Some("catalog");
+        }
+        if self.lake.is_err() {
+            return Some("lake");
+        }
+        None
+    }
+}
+
+/// Probes the catalog and the lake side by side, each within [`PROBE_TIMEOUT`]: the one answer
+/// to "is a store down" for readiness, a paused run and a start waiting for its stores.
+pub async fn probe_stores<C: std::fmt::Display, L: std::fmt::Display>(
+    catalog: impl std::future::Future<Output = Result<(), C>>,
+    lake: impl std::future::Future<Output = Result<(), L>>,
+) -> StoresProbe {
+    let (catalog, lake) = tokio::join!(probe(catalog), probe(lake));
+    StoresProbe { catalog, lake }
+}
+
 /// What `error`, or the first cause of it that a store raised, says about that store.
 pub fn classify(error: &(dyn Error + 'static)) -> Fault {
     let mut cause = Some(error);

@@ -212,6 +212,8 @@ pub static RATE_LIMIT_REFUSALS_TOTAL: CounterSeries = CounterSeries(Meta {
         &[("limit", "collector_survey")],
         &[("limit", "collector_identifier")],
         &[("limit", "collector_new_sessions")],
+        &[("limit", "failed_auth")],
+        &[("limit", "signed_link")],
     ],
 });
 

@@ -4,7 +4,9 @@
 //! deleted from the command line stops working on every instance at once. Only authenticated
 //! requests count towards a key's limit, and refused ones do not count. On a catalog shared by
 //! a fleet (PostgreSQL) the limit is counted in the catalog, so it holds for all instances
-//! together; on the embedded SQLite default it is counted in process.
+//! together; on the embedded SQLite default it is counted in process. A client address whose
+//! well-formed keys failed `--failed-auth-per-minute` times within the last minute gets 429
+//! before its next key is looked up: guessing costs the catalog nothing.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,9 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use catalog::{ApiAdmission, AuthenticatedKey, IntegrationKeySecret, Scope};
 
-use super::{ApiError, AppState};
+use super::error::ApiError;
+use super::extract::client_ip_of;
+use super::state::AppState;
 use crate::rate_limit::retry_after_secs;
 
 /// A valid, unrevoked key, whose organization may have been deleted (only context accepts that).
@@ -55,14 +59,31 @@ impl FromRequestParts<AppState> for KeyContext {
         }
         let secret = IntegrationKeySecret::parse(token.trim())
             .ok_or(ApiError::Unauthorized("malformed integration key"))?;
-        let (authenticated, wait) = if state.catalog.counts_api_requests() {
+        let client = client_ip_of(parts, state.edge.trust_forwarded_for).to_string();
+        if let Some(failures) = &state.edge.failed_auth
+            && let Err(wait) = failures.peek(&client, Instant::now())
+        {
+            series::RATE_LIMIT_REFUSALS_TOTAL
+                .with(&[("limit", "failed_auth")])
+                .increment(1);
+            return Err(ApiError::RateLimited {
+                retry_after_secs: retry_after_secs(wait),
+            });
+        }
+        let failed = || {
+            if let Some(failures) = &state.edge.failed_auth {
+                failures.record(&client, Instant::now());
+            }
+            ApiError::Unauthorized("invalid or revoked integration key")
+        };
+        let (authenticated, wait) = if state.catalog().counts_api_requests() {
             // Several instances share the catalog: the limit is counted there, for all of
             // them, in the same round trip as the key check.
             let (authenticated, admission) = state
-                .catalog
-                .authenticate_and_admit(&secret, state.api_requests_per_minute, 60_000)
+                .catalog()
+                .authenticate_and_admit(&secret, state.edge.api_requests_per_minute, 60_000)
                 .await?
-                .ok_or(ApiError::Unauthorized("invalid or revoked integration key"))?;
+                .ok_or_else(failed)?;
             let wait = match admission {
                 ApiAdmission::Accepted => None,
                 ApiAdmission::Refused { wait_ms } => {
@@ -72,11 +93,12 @@ impl FromRequestParts<AppState> for KeyContext {
             (authenticated, wait)
         } else {
             let authenticated = state
-                .catalog
+                .catalog()
                 .authenticate(&secret)
                 .await?
-                .ok_or(ApiError::Unauthorized("invalid or revoked integration key"))?;
+                .ok_or_else(failed)?;
             let wait = state
+                .edge
                 .api_limiter
                 .check(authenticated.key.prefix.as_str(), Instant::now())
                 .err();

@@ -4,7 +4,7 @@
 //! origin. Bodies may be `application/json` or `text/plain` (what `navigator.sendBeacon` sends
 //! for a string). A 201 means the batch is fsync'd in the write-ahead log.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,7 +21,9 @@ use tokio::sync::OwnedSemaphorePermit;
 use tower_http::cors::{Any, CorsLayer};
 use utoipa::ToSchema;
 
-use super::{ApiBytes, ApiError, ApiPath, AppState};
+use super::error::ApiError;
+use super::extract::{ApiBytes, ApiPath, client_ip};
+use super::state::AppState;
 use crate::rate_limit::retry_after_secs;
 
 pub fn routes() -> Router<AppState> {
@@ -102,7 +104,7 @@ pub async fn collect(
     let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
     let body_len = body.len() as u64;
     let outcome = state
-        .ingestor
+        .ingestor()
         .accept(&key, &identifier, body)
         .await
         .map_err(ingest_error)?;
@@ -173,8 +175,8 @@ async fn admit(
         }
     };
     let now = Instant::now();
-    if let Some(limiter) = &state.ip_limiter {
-        let client = client_ip(headers, peer, state.trust_forwarded_for);
+    if let Some(limiter) = &state.edge.ip_limiter {
+        let client = client_ip(headers, peer, state.edge.trust_forwarded_for);
         limiter
             .check(&client, now)
             .map_err(limited("collector_ip"))?;
@@ -182,30 +184,30 @@ async fn admit(
     // Unknown keys end here (cached, so a stream of them costs no catalog round trips), before
     // a survey-keyed limiter would remember them.
     let survey = state
-        .ingestor
+        .ingestor()
         .survey_for_tracking_key(key)
         .await
         .map_err(ingest_error)?;
-    if let Some(limiter) = &state.survey_limiter {
+    if let Some(limiter) = &state.edge.survey_limiter {
         limiter
             .check(&survey, now)
             .map_err(limited("collector_survey"))?;
     }
-    if let Some(limiter) = &state.identifier_limiter {
+    if let Some(limiter) = &state.edge.identifier_limiter {
         limiter
             .check(&(key.to_owned(), identifier.to_owned()), now)
             .map_err(limited("collector_identifier"))?;
     }
-    if let Some(sessions) = &state.new_sessions {
+    if let Some(sessions) = &state.edge.new_sessions {
         sessions
             .check(&survey, identifier, now)
             .map_err(limited("collector_new_sessions"))?;
     }
     // A body of unknown length (chunked) may grow to the limit: it is charged the limit.
     let charge = declared.map_or(MAX_BODY_BYTES as u64, |length| length.max(1));
-    let charge = u32::try_from(charge).unwrap_or(state.body_budget);
-    Arc::clone(&state.body_bytes)
-        .try_acquire_many_owned(charge.min(state.body_budget))
+    let charge = u32::try_from(charge).unwrap_or(state.edge.body_budget);
+    Arc::clone(&state.edge.body_bytes)
+        .try_acquire_many_owned(charge.min(state.edge.body_budget))
         .map_err(|_| {
             series::COLLECTOR_REFUSALS_TOTAL
                 .with(&[("reason", "bytes_in_flight")])
@@ -239,24 +241,6 @@ async fn discard_body(request: axum::extract::Request) {
         }
     })
     .await;
-}
-
-/// The client's address: the TCP peer, or behind a trusted proxy the right-most address of
-/// `X-Forwarded-For` (the one the proxy itself appended; earlier entries are the client's say).
-fn client_ip(headers: &HeaderMap, peer: SocketAddr, trust_forwarded_for: bool) -> IpAddr {
-    if trust_forwarded_for {
-        let forwarded = headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .rev()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.rsplit(','))
-            .find_map(|entry| entry.trim().parse::<IpAddr>().ok());
-        if let Some(ip) = forwarded {
-            return ip;
-        }
-    }
-    peer.ip()
 }
 
 fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
@@ -332,22 +316,6 @@ fn ingest_error(error: IngestError) -> ApiError {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
-
-    #[test]
-    fn forwarded_for_is_used_only_when_trusted_and_its_last_entry_wins() {
-        let peer: SocketAddr = "10.0.0.1:5000".parse().expect("addr");
-        let mut headers = HeaderMap::new();
-        headers.append(
-            "x-forwarded-for",
-            "203.0.113.9, 198.51.100.7".parse().expect("value"),
-        );
-        assert_eq!(client_ip(&headers, peer, false), peer.ip());
-        let last: IpAddr = "198.51.100.7".parse().expect("ip");
-        assert_eq!(client_ip(&headers, peer, true), last);
-        headers.append("x-forwarded-for", "garbage".parse().expect("value"));
-        assert_eq!(client_ip(&headers, peer, true), last);
-        assert_eq!(client_ip(&HeaderMap::new(), peer, true), peer.ip());
-    }
 
     #[test]
     fn content_types_of_fetch_and_beacon_are_accepted() {

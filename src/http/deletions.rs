@@ -16,9 +16,12 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::Authenticated;
+use super::error::ApiError;
 use super::error::ErrorBody;
+use super::extract::ApiPath;
+use super::format::iso8601;
 use super::integrations::owned_survey;
-use super::{ApiError, ApiPath, AppState, iso8601};
+use super::state::AppState;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -110,7 +113,7 @@ pub async fn request_deletion(
     let survey = owned_survey(&state, &auth, &survey_id).await?;
     let reference = normalize_reference(&reference)
         .ok_or_else(|| ApiError::BadRequest(format!("reference {reference:?} is not a UUID")))?;
-    let deletion = state.deletions.request(&survey, &reference).await?;
+    let deletion = state.deletions().request(&survey, &reference).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(SessionDeletionEnvelope {
@@ -149,7 +152,7 @@ pub async fn get_deletion(
         || ApiError::NotFound("no deletion has been requested for this reference".to_owned());
     let reference = normalize_reference(&reference).ok_or_else(not_found)?;
     let deletion = state
-        .catalog
+        .catalog()
         .session_deletion(&survey, &reference)
         .await?
         .ok_or_else(not_found)?;

@@ -10,7 +10,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use catalog::TrackingKey;
 
-use super::{ApiError, ApiPath, AppState};
+use super::error::ApiError;
+use super::extract::ApiPath;
+use super::state::AppState;
 
 const DEMO_PAGE: &str = include_str!("demo.html");
 
@@ -25,7 +27,7 @@ async fn demo_page(
     let not_found = || ApiError::NotFound("no survey has this tracking key".to_owned());
     let key = TrackingKey::parse(&tracking_key).ok_or_else(not_found)?;
     state
-        .catalog
+        .catalog()
         .survey_by_tracking_key(&key)
         .await?
         .ok_or_else(not_found)?;

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::AppState;
+use super::state::AppState;
 
 /// The embed's source (`ingest/embed/telltale.js`).
 pub const EMBED_SCRIPT: &str = include_str!("../../ingest/embed/telltale.js");

@@ -17,9 +17,11 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::Authenticated;
+use super::error::ApiError;
 use super::error::ErrorBody;
+use super::extract::ApiPath;
 use super::integrations::owned_survey;
-use super::{ApiError, ApiPath, AppState};
+use super::state::AppState;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route(
@@ -88,7 +90,7 @@ pub async fn captured_session(
     let not_found = || ApiError::NotFound("no session captured for this reference".to_owned());
     let reference = normalize_reference(reference).ok_or_else(not_found)?;
     if state
-        .catalog
+        .catalog()
         .session_deletion(survey, &reference)
         .await?
         .is_some()
@@ -98,7 +100,7 @@ pub async fn captured_session(
         ));
     }
     let identifiers = state
-        .catalog
+        .catalog()
         .reference_identifiers(survey, &reference)
         .await?;
     if identifiers.is_empty() {
@@ -114,7 +116,7 @@ pub async fn session_evidence(
     reference: &str,
 ) -> Result<SessionEvidence, ApiError> {
     let (reference, identifiers) = captured_session(state, survey, reference).await?;
-    let scorer = state.scoring.scorer();
+    let scorer = state.scoring().scorer();
     let read = scorer::evidence::read(
         &scorer.lake,
         &scorer.query,

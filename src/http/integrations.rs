@@ -15,9 +15,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::{Authenticated, KeyContext};
+use super::error::ApiError;
 use super::error::ErrorBody;
+use super::extract::{ApiPath, JsonBytes, parse_json};
+use super::format::iso8601;
 use super::rules::{MAX_LOOKUP_REFERENCES, external_survey_id_is_valid, survey_name};
-use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
+use super::state::AppState;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -206,7 +209,7 @@ pub async fn provision_survey(
         )
     })?;
     let survey = state
-        .catalog
+        .catalog()
         .provision_survey(&auth.0.key.organization_id, &external_survey_id, name)
         .await
         .map_err(|error| {
@@ -219,14 +222,14 @@ pub async fn provision_survey(
             }
         })?;
     state
-        .ingestor
+        .ingestor()
         .remember_survey(&survey.tracking_key, &survey.id);
     Ok(Json(ProvisionEnvelope {
         data: ProvisionResult {
             survey_id: survey.id.to_string(),
             tracking_key: survey.tracking_key.to_string(),
-            collector_api_url: format!("{}/event", state.public_url),
-            embed_script_url: format!("{}/embed/v1/telltale.js", state.public_url),
+            collector_api_url: format!("{}/event", state.site.public_url),
+            embed_script_url: format!("{}/embed/v1/telltale.js", state.site.public_url),
         },
     }))
 }
@@ -274,7 +277,7 @@ pub async fn lookup_sessions(
     distinct.sort();
     distinct.dedup();
     let summaries: HashMap<String, catalog::SessionSummary> = state
-        .catalog
+        .catalog()
         .lookup_sessions(&survey_id, &distinct)
         .await?
         .into_iter()
@@ -328,13 +331,13 @@ pub async fn owned_survey(
         };
     }
     let survey = state
-        .catalog
+        .catalog()
         .survey_by_id(&id)
         .await?
         .ok_or_else(not_found)?;
     {
         let mut owners = state.survey_owners.write();
-        if owners.len() >= super::MAX_CACHED_SURVEY_OWNERS {
+        if owners.len() >= super::state::MAX_CACHED_SURVEY_OWNERS {
             owners.clear();
         }
         owners.insert(survey.id.clone(), survey.organization_id.clone());

@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::AppState;
 use super::error::ErrorBody;
 use super::rules::{
     EXTERNAL_ID_PATTERN, HEX24_PATTERN, IDENTIFIER_PATTERN, MAX_LOOKUP_REFERENCES, NAME_PATTERN,
     UUID_PATTERN,
 };
+use super::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(

@@ -13,9 +13,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::Authenticated;
+use super::error::ApiError;
 use super::error::ErrorBody;
+use super::extract::{ApiPath, JsonBytes, parse_json};
+use super::format::iso8601;
 use super::integrations::owned_survey;
-use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
+use super::state::AppState;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -168,7 +171,7 @@ pub async fn start_run(
         parse_json(&body)?
     };
     let run = state
-        .scoring
+        .scoring()
         .start(&survey, request.force.unwrap_or(false))
         .await?;
     Ok((
@@ -236,7 +239,7 @@ pub async fn cancel_run(
     let survey = owned_survey(&state, &auth, &survey_id).await?;
     let id = RunId::parse(&run_id).ok_or_else(run_not_found)?;
     let run = state
-        .catalog
+        .catalog()
         .request_run_cancel(&survey, &id, auth.0.key.prefix.as_str())
         .await?
         .ok_or_else(run_not_found)?;
@@ -257,7 +260,7 @@ async fn owned_run(
 ) -> Result<ScoringRun, ApiError> {
     let id = RunId::parse(run_id).ok_or_else(run_not_found)?;
     state
-        .catalog
+        .catalog()
         .scoring_run(survey, &id)
         .await?
         .ok_or_else(run_not_found)

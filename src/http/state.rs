@@ -1,5 +1,6 @@
-//! What every handler shares: the instance's parts (stores, collector, scoring, deletions), the
-//! edge's limiters and the site's address and link secret. Built once by `server`.
+//! What every handler shares: the running deployment (stores, collector, scoring, deletions;
+//! `instance::deployment`), the edge's limits, the site's address and link signer, and the
+//! process's metrics recorder. Built once by `server`.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -8,8 +9,10 @@ use std::time::Duration;
 
 use catalog::{Catalog, OrganizationId, SurveyId};
 use ingest::Ingestor;
+use instance::deployment::Deployment;
+use instance::erasure::DeletionService;
 
-use super::review;
+use super::links::Links;
 use crate::rate_limit::{NewSessions, SlidingWindow, TokenBuckets};
 
 /// Limits of the HTTP edge.
@@ -29,8 +32,12 @@ pub struct Limits {
     pub collector_bytes_in_flight: usize,
     /// Time a client has to send a whole request body.
     pub body_timeout: Duration,
-    /// Take the client address for the per-IP limit from `X-Forwarded-For` (behind a proxy).
+    /// Take the client address for the per-IP limits from `X-Forwarded-For` (behind a proxy).
     pub trust_forwarded_for: bool,
+    /// Failed authentications per client address per minute before it gets 429 unasked; 0: off.
+    pub failed_auth_per_minute: u32,
+    /// Signed-link requests per second per client address; 0: off.
+    pub signed_link_rate: u32,
 }
 
 /// State shared by every handler.
@@ -38,14 +45,22 @@ pub struct Limits {
 pub struct AppState(Arc<StateInner>);
 
 pub struct StateInner {
-    pub catalog: Arc<dyn Catalog>,
-    /// For readiness checks; the ingestor, scorer and erasure hold their own handles.
-    pub lake: lake::Lake,
-    pub ingestor: Ingestor,
-    pub scoring: scorer::ScoringService,
-    pub deletions: instance::erasure::DeletionService,
-    /// Base URL without a trailing slash, for addresses handed to integrators.
-    pub public_url: String,
+    /// The running deployment.
+    pub deployment: Arc<Deployment>,
+    /// The edge's limiters and budgets.
+    pub edge: Edge,
+    /// Where the service is reached, and what signs its links.
+    pub site: Site,
+    /// The process's Prometheus recorder, rendered by `GET /metrics`.
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// The organization each survey belongs to, as seen so far. A survey never changes
+    /// organization and is never removed, so a cached entry never goes stale; it spares every
+    /// survey-scoped request a catalog round trip.
+    pub survey_owners: parking_lot::RwLock<HashMap<SurveyId, OrganizationId>>,
+}
+
+/// The edge's limiters and budgets, from [`Limits`].
+pub struct Edge {
     pub api_limiter: SlidingWindow,
     /// The integration API's requests per key per rolling minute (for a catalog that counts
     /// them for the fleet, see `Organizations::counts_api_requests`).
@@ -61,31 +76,46 @@ pub struct StateInner {
     pub body_budget: u32,
     pub body_timeout: Duration,
     pub trust_forwarded_for: bool,
-    /// The organization each survey belongs to, as seen so far. A survey never changes
-    /// organization and is never removed, so a cached entry never goes stale; it spares every
-    /// survey-scoped request a catalog round trip.
-    pub survey_owners: parking_lot::RwLock<HashMap<SurveyId, OrganizationId>>,
-    /// The process's Prometheus recorder, rendered by `GET /metrics`.
-    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
-    /// Signs and checks review links (`review`).
-    pub review_secret: review::ReviewSecret,
-    /// The clusters of the surveys the desk was asked about lately (`desk::clusters`).
-    pub desk_clusters: super::desk::DeskClusters,
+    /// Well-formed keys that failed authentication, per client address (`auth`): checked before
+    /// a key is looked up, so a flood of guesses costs the catalog nothing.
+    pub failed_auth: Option<SlidingWindow>,
+    /// Requests to signed review and desk links, per client address (`routes`): checked before
+    /// a link's key is looked up.
+    pub signed_links: Option<TokenBuckets<IpAddr>>,
+}
+
+/// Where the service is reached, and what signs the links it hands out.
+#[derive(Debug)]
+pub struct Site {
+    /// Base URL without a trailing slash, for addresses handed to integrators.
+    pub public_url: String,
+    pub links: Links,
 }
 
 /// Bound on [`StateInner::survey_owners`]; the cache starts over when it is reached.
 pub const MAX_CACHED_SURVEY_OWNERS: usize = 100_000;
 
-impl AppState {
+impl StateInner {
+    pub fn catalog(&self) -> &Arc<dyn Catalog> {
+        &self.deployment.stores().catalog
+    }
+
+    pub fn ingestor(&self) -> &Ingestor {
+        &self.deployment.instance.ingestor
+    }
+
+    pub fn scoring(&self) -> &scorer::ScoringService {
+        &self.deployment.scoring
+    }
+
+    pub fn deletions(&self) -> &DeletionService {
+        &self.deployment.deletions
+    }
+
     /// Which store is down now, if any (`instance::Stores::down`: each probed within the outage
     /// policy's probe time).
     pub async fn store_down(&self) -> Option<&'static str> {
-        instance::Stores {
-            catalog: self.catalog.clone(),
-            lake: self.lake.clone(),
-        }
-        .down()
-        .await
+        self.deployment.stores().down().await
     }
 }
 
@@ -96,61 +126,49 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// Where the service is reached, and what signs the links it hands out.
-#[derive(Debug)]
-pub struct Site {
-    /// Base URL, for addresses handed to integrators.
-    pub public_url: String,
-    pub review_secret: review::ReviewSecret,
-}
-
 impl AppState {
     pub fn new(
-        stores: instance::Stores,
-        ingestor: Ingestor,
-        scoring: scorer::ScoringService,
-        deletions: instance::erasure::DeletionService,
-        site: Site,
+        deployment: Arc<Deployment>,
+        public_url: &str,
         limits: &Limits,
         metrics: metrics_exporter_prometheus::PrometheusHandle,
     ) -> Self {
-        let Site {
-            public_url,
-            review_secret,
-        } = site;
-        let instance::Stores { catalog, lake } = stores;
         let rate = |per_second: u32| (per_second > 0).then_some(per_second);
         // At least one largest body, and within what a semaphore counts in one acquire.
         let body_budget = u32::try_from(limits.collector_bytes_in_flight)
             .unwrap_or(u32::MAX)
             .max(ingest::batch::MAX_BODY_BYTES as u32);
-        AppState(Arc::new(StateInner {
-            catalog,
-            lake,
-            ingestor,
-            scoring,
-            deletions,
+        let site = Site {
             public_url: public_url.trim_end_matches('/').to_owned(),
-            api_limiter: SlidingWindow::new(
-                limits.api_requests_per_minute,
-                Duration::from_secs(60),
-            ),
-            api_requests_per_minute: limits.api_requests_per_minute,
-            ip_limiter: rate(limits.collector_ip_rate)
-                .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
-            identifier_limiter: rate(limits.collector_identifier_rate)
-                .map(|r| TokenBuckets::new(r, r.saturating_mul(3))),
-            survey_limiter: rate(limits.collector_survey_rate)
-                .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
-            new_sessions: rate(limits.collector_new_sessions_per_minute).map(NewSessions::new),
-            body_bytes: Arc::new(tokio::sync::Semaphore::new(body_budget as usize)),
-            body_budget,
-            body_timeout: limits.body_timeout,
-            trust_forwarded_for: limits.trust_forwarded_for,
-            survey_owners: parking_lot::RwLock::new(HashMap::new()),
+            links: Links::new(&deployment.link_secret),
+        };
+        AppState(Arc::new(StateInner {
+            deployment,
+            edge: Edge {
+                api_limiter: SlidingWindow::new(
+                    limits.api_requests_per_minute,
+                    Duration::from_secs(60),
+                ),
+                api_requests_per_minute: limits.api_requests_per_minute,
+                ip_limiter: rate(limits.collector_ip_rate)
+                    .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
+                identifier_limiter: rate(limits.collector_identifier_rate)
+                    .map(|r| TokenBuckets::new(r, r.saturating_mul(3))),
+                survey_limiter: rate(limits.collector_survey_rate)
+                    .map(|r| TokenBuckets::new(r, r.saturating_mul(2))),
+                new_sessions: rate(limits.collector_new_sessions_per_minute).map(NewSessions::new),
+                body_bytes: Arc::new(tokio::sync::Semaphore::new(body_budget as usize)),
+                body_budget,
+                body_timeout: limits.body_timeout,
+                trust_forwarded_for: limits.trust_forwarded_for,
+                failed_auth: rate(limits.failed_auth_per_minute)
+                    .map(|limit| SlidingWindow::new(limit, Duration::from_secs(60))),
+                signed_links: rate(limits.signed_link_rate)
+                    .map(|r| TokenBuckets::new(r, r.saturating_mul(4))),
+            },
+            site,
             metrics,
-            review_secret,
-            desk_clusters: super::desk::DeskClusters::default(),
+            survey_owners: parking_lot::RwLock::new(HashMap::new()),
         }))
     }
 }

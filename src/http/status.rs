@@ -11,7 +11,8 @@ use axum::routing::get;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{AppState, iso8601};
+use super::format::iso8601;
+use super::state::AppState;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -89,10 +90,7 @@ pub async fn live() -> Json<Health> {
     )
 )]
 pub async fn ready(State(state): State<AppState>) -> Response {
-    let (catalog, lake) = tokio::join!(
-        outage::probe(state.catalog.ping()),
-        outage::probe(state.lake.probe())
-    );
+    let outage::StoresProbe { catalog, lake } = state.deployment.stores().probe().await;
     let checks = Checks {
         catalog: catalog.clone().err().unwrap_or_else(|| "ok".to_owned()),
         lake: lake.clone().err().unwrap_or_else(|| "ok".to_owned()),
@@ -146,7 +144,7 @@ pub async fn status() -> Json<Status> {
 pub async fn metrics(State(state): State<AppState>) -> Response {
     // Gauges of state the service holds anyway are read when scraped, not kept up to date on
     // every request.
-    let position = state.ingestor.log_position();
+    let position = state.ingestor().log_position();
     series::WAL_LAST_LSN.get().set(position.last_lsn as f64);
     series::LOG_LAKE_LAG_RECORDS
         .get()
@@ -156,11 +154,11 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         .set(position.last_lsn.saturating_sub(position.stats_watermark) as f64);
     series::LAKE_BACKLOG_BYTES
         .get()
-        .set(state.ingestor.lake_backlog_bytes() as f64);
-    let free = state.body_bytes.available_permits() as f64;
+        .set(state.ingestor().lake_backlog_bytes() as f64);
+    let free = state.edge.body_bytes.available_permits() as f64;
     series::COLLECTOR_BYTES_IN_FLIGHT
         .get()
-        .set((f64::from(state.body_budget) - free).max(0.0));
+        .set((f64::from(state.edge.body_budget) - free).max(0.0));
     let body = state.metrics.render();
     (
         [(

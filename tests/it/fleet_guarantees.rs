@@ -317,3 +317,101 @@ async fn a_session_whose_events_sit_in_a_hung_instance_is_deferred_then_scored_w
     );
     assert_eq!(scored_event_count(&first, &reference), Some(total));
 }
+
+/// A desk link and a review link made with `key` on `maker` for the session `reference` (paths
+/// from the service's root, to be opened on any instance).
+async fn links_of(maker: &TestServer, key: &str, survey_id: &str, reference: &str) -> [String; 2] {
+    let base = format!("/integrations/v1/surveys/{survey_id}");
+    let post = |path: String| {
+        let request = maker.client().post(maker.url(&path)).bearer_auth(key);
+        crate::harness::send(request)
+    };
+    let desk = post(format!("{base}/desk-links")).await;
+    assert_eq!(desk.status, 201, "{}", desk.text);
+    let review = post(format!(
+        "{base}/sessions/by-reference/{reference}/evidence-links"
+    ))
+    .await;
+    assert_eq!(review.status, 201, "{}", review.text);
+    [desk, review].map(|reply| {
+        let url = reply.json()["data"]["url"]
+            .as_str()
+            .expect("url")
+            .to_owned();
+        url.strip_prefix(maker.base_url())
+            .expect("a link of the maker's address")
+            .to_owned()
+    })
+}
+
+/// Waits (at most a second) until every one of `paths` answers 404 on every instance.
+async fn links_die_within_a_second(instances: &[&TestServer], paths: &[String], why: &str) {
+    let started = Instant::now();
+    for path in paths {
+        for instance in instances {
+            loop {
+                let status = instance.get(path).await.status;
+                if status == 404 {
+                    break;
+                }
+                assert_eq!(status, 200, "{path} on {}", instance.base_url());
+                assert!(
+                    started.elapsed() < Duration::from_secs(1),
+                    "{path} still opens {:?} after {why}",
+                    started.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn links_open_on_every_instance_and_die_with_their_key_and_organization() {
+    let args = ["--api-rate-per-minute", NO_API_LIMIT];
+    let first = TestServer::start_scale_out(&args).await;
+    let second = TestServer::start_sharing(&first, &args).await;
+    // An organization of the test's own, so that deleting it leaves the bootstrap key alone.
+    let org = first.create_org("Links");
+    let owner = first.create_key(&org, "owner", None);
+    let survey = first.provision_ok(&owner.key, "links", "Links").await;
+    let sid = survey.survey_id.clone();
+    let reference = new_uuid();
+    let events = send_session(&first, &survey, &reference, None, 2, 20).await;
+    first
+        .lookup_until_counts(
+            &owner.key,
+            &sid,
+            &[(reference.clone(), events)],
+            Duration::from_secs(10),
+        )
+        .await;
+
+    // Made on the first instance, the links open on the second: one secret for the fleet.
+    let revoked = first.create_key(&org, "revoked", Some("sessions:read"));
+    let paths = links_of(&first, &revoked.key, &sid, &reference).await;
+    for path in &paths {
+        for instance in [&first, &second] {
+            let reply = instance.get(path).await;
+            assert_eq!(
+                reply.status,
+                200,
+                "{path} on {}: {}",
+                instance.base_url(),
+                reply.text
+            );
+        }
+    }
+    // The key is revoked (on the command line, as an operator would): both links die at once.
+    first.cli_ok(&["key", "revoke", &revoked.prefix]);
+    links_die_within_a_second(&[&first, &second], &paths, "the key's revocation").await;
+
+    // The organization is deleted: the links of its other keys die at once too.
+    let reader = first.create_key(&org, "reader", Some("sessions:read"));
+    let paths = links_of(&second, &reader.key, &sid, &reference).await;
+    for path in &paths {
+        assert_eq!(first.get(path).await.status, 200, "{path}");
+    }
+    first.cli_ok(&["org", "delete", &org]);
+    links_die_within_a_second(&[&first, &second], &paths, "the organization's deletion").await;
+}

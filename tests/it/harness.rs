@@ -464,6 +464,24 @@ impl TestServer {
         );
     }
 
+    /// Waits (at most `within`) for the process to exit by itself; its status.
+    pub(crate) async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            let child = self.child.as_mut().expect("a started server");
+            if let Some(status) = child.try_wait().expect("poll the server") {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not exit within {within:?}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub(crate) fn is_running(&mut self) -> bool {
         match self.child.as_mut() {
             Some(child) => child.try_wait().expect("poll the server").is_none(),

@@ -37,5 +37,6 @@ mod review;
 mod routes;
 mod s3_lake;
 mod scoring;
+mod start;
 mod tombstone;
 mod upgrade;

@@ -121,3 +121,44 @@ async fn a_survey_gets_a_request_rate_and_a_budget_of_new_sessions() {
     assert!(refused >= 10, "only {refused} of 60 requests were refused");
     server.collect_ok(&other.tracking_key, "s6", &body, 1).await;
 }
+
+#[tokio::test]
+async fn guessed_keys_and_signed_link_floods_are_refused_before_the_catalog_is_asked() {
+    let server =
+        TestServer::start_with(&["--failed-auth-per-minute", "5", "--signed-link-rate", "5"]).await;
+    let key = server.key().to_owned();
+    // Well-formed guesses: each is looked up and refused (401) until the address has failed
+    // five times in the minute; then 429 before any lookup, the real key's too.
+    let prefix = key.split('_').nth(1).expect("a prefix");
+    let guess = format!("tt_{prefix}_{}", "0".repeat(64));
+    for _ in 0..5 {
+        let reply = server.context(&guess).await;
+        assert_error(&reply, 401);
+    }
+    let refused = server.context(&guess).await;
+    assert_error(&refused, 429);
+    let wait: u64 = refused
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .expect("seconds");
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert_error(&server.context(&key).await, 429);
+    // A malformed key is refused without a lookup and counts nothing.
+    assert_error(&server.context("tt_nope").await, 401);
+
+    // Signed links: a flood of forged ones from one address gets 429 past the rate, with no
+    // key lookup behind either answer.
+    let survey = "0123456789abcdef01234567";
+    let mut statuses = Vec::new();
+    for _ in 0..40 {
+        let path = format!("/desk/{survey}?key=0a1b2c3d4e&expires=1&sig=00");
+        statuses.push(server.get(&path).await.status);
+    }
+    assert_eq!(statuses[0], 404, "{statuses:?}");
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|status| [404, 429].contains(status)),
+        "{statuses:?}"
+    );
+}

@@ -1,3 +1,4 @@
+use super::surveys::merge_deltas;
 use super::*;
 
 fn delta(identifier: &str, reference: Option<&str>, explicit: bool, count: u64) -> SessionDelta {

@@ -222,6 +222,22 @@ macro_rules! impl_fleet {
                 Ok(())
             }
 
+            async fn shared_secret(&self, name: &str, candidate: &str) -> Result<String> {
+                sqlx::query(
+                    "INSERT INTO fleet_secrets (name, value, created_at) VALUES ($1, $2, $3)
+                     ON CONFLICT (name) DO NOTHING",
+                )
+                .bind(name)
+                .bind(candidate)
+                .bind(now_millis())
+                .execute(&self.pool)
+                .await?;
+                Ok(sqlx::query_scalar("SELECT value FROM fleet_secrets WHERE name = $1")
+                    .bind(name)
+                    .fetch_one(&self.pool)
+                    .await?)
+            }
+
             async fn release_compaction(
                 &self,
                 survey: &SurveyId,

@@ -98,15 +98,24 @@ macro_rules! impl_organizations {
                 rows.iter().map(rows::key_info).collect()
             }
 
-            async fn key_info(&self, prefix: &KeyPrefix) -> Result<Option<KeyInfo>> {
+            async fn key_standing(&self, prefix: &KeyPrefix) -> Result<Option<KeyStanding>> {
                 let row = sqlx::query(
-                    "SELECT prefix, organization_id, label, scopes, created_at, revoked_at
-                     FROM integration_keys WHERE prefix = $1",
+                    "SELECT k.prefix, k.organization_id, k.label, k.scopes, k.created_at,
+                            k.revoked_at, o.deleted_at IS NOT NULL AS organization_deleted
+                     FROM integration_keys k JOIN organizations o ON o.id = k.organization_id
+                     WHERE k.prefix = $1",
                 )
                 .bind(prefix.as_str())
                 .fetch_optional(&self.pool)
                 .await?;
-                row.as_ref().map(rows::key_info).transpose()
+                row.as_ref()
+                    .map(|row| {
+                        Ok(KeyStanding {
+                            key: rows::key_info(row)?,
+                            organization_deleted: row.try_get("organization_deleted")?,
+                        })
+                    })
+                    .transpose()
             }
 
             async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool> {

@@ -474,10 +474,11 @@ impl Ingestor {
     }
 
     /// Stops the background tasks without flushing and drops the handle, as a killed process
-    /// would: the log's lock is released once every task's hold on it is gone, so a test can
-    /// start the ingestor again in the same process.
-    #[cfg(test)]
-    pub(crate) async fn crash(self) {
+    /// would: what is logged stays in the log for the next start. The log's lock is released
+    /// once every other clone of this ingestor is dropped too, so a start that failed after the
+    /// log was opened can release it and try again in the same process (`instance`'s
+    /// deployment does), and a test can start the ingestor again.
+    pub async fn halt(self) {
         let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
         for task in &tasks {
             task.abort();

@@ -239,7 +239,7 @@ async fn an_unflushed_log_replays_exactly_once_after_a_restart() {
         // Statistics applied, the lake not: the two consumers are at different positions.
         ingestor.apply_stats().await.expect("stats");
         // Stopped without shutdown, like a crash: nothing else reaches the catalog or lake.
-        ingestor.crash().await;
+        ingestor.halt().await;
     }
     let ingestor = start(&fixture, 1 << 20).await.expect("restart");
     let summaries = fixture

@@ -169,11 +169,10 @@ impl Scorer {
     /// Whether the catalog or the lake fails to answer a probe within 2 s: a run that failed
     /// then failed for the outage, not for what it read.
     async fn a_store_is_down(&self) -> bool {
-        let (catalog, lake) = tokio::join!(
-            outage::probe(self.catalog.ping()),
-            outage::probe(self.lake.probe()),
-        );
-        catalog.is_err() || lake.is_err()
+        outage::probe_stores(self.catalog.ping(), self.lake.probe())
+            .await
+            .down()
+            .is_some()
     }
 
     /// Folds the run's records into the catalog's main storage before the run reads as

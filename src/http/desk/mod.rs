@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -28,10 +28,13 @@ use scorer::cohort::groups::Group;
 use serde::Deserialize;
 
 use super::auth::Authenticated;
+use super::error::ApiError;
 use super::error::ErrorBody;
+use super::extract::{ApiPath, JsonBytes};
+use super::format::iso8601;
 use super::integrations::owned_survey;
 use super::review::{self, LinkRequest};
-use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601};
+use super::state::AppState;
 
 mod clusters;
 mod page;
@@ -80,6 +83,8 @@ pub fn routes() -> Router<AppState> {
             "/desk/{surveyId}/sessions/{reference}/review-link",
             get(page::desk_review_link),
         )
+        // The clusters the desk keeps, its own: the shared state knows nothing of the desk.
+        .layer(Extension(Arc::new(DeskClusters::default())))
 }
 
 fn parse_query<T: for<'de> Deserialize<'de> + Default>(raw: Option<String>) -> Result<T, ApiError> {
@@ -90,12 +95,23 @@ fn parse_query<T: for<'de> Deserialize<'de> + Default>(raw: Option<String>) -> R
     }
 }
 
+/// What the desk's reads share: the handlers' state, and the surveys' clusters the desk keeps
+/// (`clusters`; its own, a layer of its routes, so the shared state knows nothing of the desk).
+pub(super) struct Desk<'a> {
+    state: &'a AppState,
+    clusters: &'a DeskClusters,
+}
+
+/// The kept clusters, as handlers extract them.
+type KeptClusters = Extension<Arc<DeskClusters>>;
+
 /// The survey's summary, answered alike to the API and to the desk page.
-async fn summary(state: &AppState, survey: &SurveyId) -> Result<SurveySummary, ApiError> {
+async fn summary(desk: Desk<'_>, survey: &SurveyId) -> Result<SurveySummary, ApiError> {
+    let state = desk.state;
     let (counts, run, clusters) = tokio::try_join!(
-        async { Ok::<_, ApiError>(state.catalog.desk_counts(survey).await?) },
-        async { Ok(state.catalog.latest_scoring_run(survey).await?) },
-        clusters_of(state, survey),
+        async { Ok::<_, ApiError>(state.catalog().desk_counts(survey).await?) },
+        async { Ok(state.catalog().latest_scoring_run(survey).await?) },
+        clusters_of(&desk, survey),
     )?;
     let mut bands = BandCounts::default();
     for (band, count) in &counts.bands {
@@ -136,8 +152,8 @@ async fn summary(state: &AppState, survey: &SurveyId) -> Result<SurveySummary, A
     })
 }
 
-async fn clusters_of(state: &AppState, survey: &SurveyId) -> Result<Arc<Clusters>, ApiError> {
-    state.desk_clusters.of(&state.catalog, survey).await
+async fn clusters_of(desk: &Desk<'_>, survey: &SurveyId) -> Result<Arc<Clusters>, ApiError> {
+    desk.clusters.of(desk.state.catalog(), survey).await
 }
 
 fn cluster_view(group: &Group) -> ClusterView {
@@ -161,7 +177,7 @@ fn cluster_view(group: &Group) -> ClusterView {
 
 /// What a list request asks of the catalog, and the clusters its rows are named by.
 async fn list_query(
-    state: &AppState,
+    desk: &Desk<'_>,
     survey: &SurveyId,
     params: &ListParams,
 ) -> Result<(DeskQuery, Arc<Clusters>), ApiError> {
@@ -189,7 +205,7 @@ async fn list_query(
         )));
     }
     let after = params.after.as_deref().map(parse_cursor).transpose()?;
-    let clusters = clusters_of(state, survey).await?;
+    let clusters = clusters_of(desk, survey).await?;
     let references = match &params.cluster {
         None => None,
         Some(id) => Some(
@@ -245,12 +261,12 @@ fn session_view(row: DeskRow, cluster_of: &HashMap<String, String>) -> DeskSessi
 
 /// One page of the list.
 async fn sessions_page(
-    state: &AppState,
+    desk: Desk<'_>,
     survey: &SurveyId,
     params: &ListParams,
 ) -> Result<DeskSessionsEnvelope, ApiError> {
-    let (query, clusters) = list_query(state, survey, params).await?;
-    let rows = state.catalog.desk_page(survey, &query).await?;
+    let (query, clusters) = list_query(&desk, survey, params).await?;
+    let rows = desk.state.catalog().desk_page(survey, &query).await?;
     let next = (rows.len() == query.limit as usize)
         .then(|| rows.last().map(cursor))
         .flatten();
@@ -277,22 +293,23 @@ const CSV_HEADER: [&str; 8] = [
 
 /// Every row the list's filters select, as CSV (read a page of 1000 at a time).
 async fn sessions_csv(
-    state: &AppState,
+    desk: Desk<'_>,
     survey: &SurveyId,
     params: &ListParams,
 ) -> Result<Response, ApiError> {
+    let state = desk.state;
     if params.after.is_some() || params.limit.is_some() {
         return Err(ApiError::BadRequest(
             "the CSV holds every row: it takes no after or limit".to_owned(),
         ));
     }
-    let (mut query, clusters) = list_query(state, survey, params).await?;
+    let (mut query, clusters) = list_query(&desk, survey, params).await?;
     query.limit = MAX_PAGE_ROWS;
     let mut writer = csv::Writer::from_writer(Vec::new());
     let csv_error = |error: csv::Error| ApiError::internal("could not write the CSV", error);
     writer.write_record(CSV_HEADER).map_err(csv_error)?;
     loop {
-        let rows = state.catalog.desk_page(survey, &query).await?;
+        let rows = state.catalog().desk_page(survey, &query).await?;
         let full = rows.len() == query.limit as usize;
         query.after = rows
             .last()
@@ -354,13 +371,18 @@ async fn sessions_csv(
 )]
 pub async fn get_summary(
     State(state): State<AppState>,
+    Extension(clusters): KeptClusters,
     auth: Authenticated,
     ApiPath(survey_id): ApiPath<String>,
 ) -> Result<Json<SurveySummaryEnvelope>, ApiError> {
     auth.require(Scope::SessionsRead)?;
     let survey = owned_survey(&state, &auth, &survey_id).await?;
+    let desk = Desk {
+        state: &state,
+        clusters: &clusters,
+    };
     Ok(Json(SurveySummaryEnvelope {
-        data: summary(&state, &survey).await?,
+        data: summary(desk, &survey).await?,
     }))
 }
 
@@ -384,6 +406,7 @@ pub async fn get_summary(
 )]
 pub async fn get_sessions(
     State(state): State<AppState>,
+    Extension(clusters): KeptClusters,
     auth: Authenticated,
     ApiPath(survey_id): ApiPath<String>,
     RawQuery(raw): RawQuery,
@@ -391,7 +414,11 @@ pub async fn get_sessions(
     auth.require(Scope::SessionsRead)?;
     let survey = owned_survey(&state, &auth, &survey_id).await?;
     let params: ListParams = parse_query(raw)?;
-    Ok(Json(sessions_page(&state, &survey, &params).await?))
+    let desk = Desk {
+        state: &state,
+        clusters: &clusters,
+    };
+    Ok(Json(sessions_page(desk, &survey, &params).await?))
 }
 
 /// Every session the filters select as CSV: reference, human_score_percent, score_band,
@@ -414,6 +441,7 @@ pub async fn get_sessions(
 )]
 pub async fn get_sessions_csv(
     State(state): State<AppState>,
+    Extension(clusters): KeptClusters,
     auth: Authenticated,
     ApiPath(survey_id): ApiPath<String>,
     RawQuery(raw): RawQuery,
@@ -421,7 +449,11 @@ pub async fn get_sessions_csv(
     auth.require(Scope::SessionsRead)?;
     let survey = owned_survey(&state, &auth, &survey_id).await?;
     let params: ListParams = parse_query(raw)?;
-    sessions_csv(&state, &survey, &params).await
+    let desk = Desk {
+        state: &state,
+        clusters: &clusters,
+    };
+    sessions_csv(desk, &survey, &params).await
 }
 
 /// A short-lived signed link to the survey's desk page, for a person to open in a browser.
@@ -454,10 +486,10 @@ pub async fn create_desk_link(
     let seconds = review::link_seconds(&body)?;
     let key = auth.0.key.prefix.as_str();
     let expires = review::now_secs() + seconds;
-    let signature = state.review_secret.sign_desk(survey.as_str(), key, expires);
+    let signature = state.site.links.sign_desk(survey.as_str(), key, expires);
     let url = format!(
         "{}/desk/{}?key={key}&expires={expires}&sig={signature}",
-        state.public_url,
+        state.site.public_url,
         survey.as_str()
     );
     Ok((

@@ -4,16 +4,22 @@
 //! headers with the desk's own Content-Security-Policy.
 
 use axum::Json;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Extension, RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use catalog::{KeyPrefix, Scope, SurveyId};
+use catalog::SurveyId;
 use serde::Deserialize;
 
+use super::super::error::ApiError;
 use super::super::evidence::{EvidenceEnvelope, captured_session, session_evidence};
+use super::super::extract::ApiPath;
+use super::super::format::iso8601;
 use super::super::review::{self, MAX_LINK_SECS};
-use super::super::{ApiError, ApiPath, AppState, iso8601};
-use super::{ListParams, SurveySummaryEnvelope, parse_query, sessions_csv, sessions_page, summary};
+use super::super::state::AppState;
+use super::{
+    Desk, KeptClusters, ListParams, SurveySummaryEnvelope, parse_query, sessions_csv,
+    sessions_page, summary,
+};
 
 const PAGE: &str = include_str!("desk.html");
 const SCRIPT: &str = include_str!("desk.js");
@@ -69,26 +75,16 @@ async fn check_desk_link(
     }
     let survey = SurveyId::parse(survey_id).ok_or_else(not_found)?;
     if !state
-        .review_secret
+        .site
+        .links
         .verify_desk(survey.as_str(), key, expires, signature)
     {
         return Err(not_found());
     }
-    let prefix = KeyPrefix::parse(key).ok_or_else(not_found)?;
-    let (info, owner) = tokio::try_join!(
-        state.catalog.key_info(&prefix),
-        state.catalog.survey_by_id(&survey),
-    )?;
-    match (info, owner) {
-        (Some(info), Some(owner))
-            if info.revoked_at.is_none()
-                && info.organization_id == owner.organization_id
-                && info.scopes.contains(&Scope::SessionsRead) =>
-        {
-            Ok((survey, expires))
-        }
-        _ => Err(not_found()),
+    if !review::key_speaks_for(state, key, &survey).await? {
+        return Err(not_found());
     }
+    Ok((survey, expires))
 }
 
 /// Headers every answer under `/desk/` carries (the review page's, with its frame allowed).
@@ -146,12 +142,17 @@ pub(super) async fn page(
 
 pub(super) async fn desk_summary(
     State(state): State<AppState>,
+    Extension(clusters): KeptClusters,
     ApiPath(survey_id): ApiPath<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     signed(&state, &survey_id, raw, |state, survey, _, _| async move {
+        let desk = Desk {
+            state: &state,
+            clusters: &clusters,
+        };
         Ok(Json(SurveySummaryEnvelope {
-            data: summary(&state, &survey).await?,
+            data: summary(desk, &survey).await?,
         }))
     })
     .await
@@ -159,6 +160,7 @@ pub(super) async fn desk_summary(
 
 pub(super) async fn desk_sessions(
     State(state): State<AppState>,
+    Extension(clusters): KeptClusters,
     ApiPath(survey_id): ApiPath<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -167,7 +169,11 @@ pub(super) async fn desk_sessions(
         &survey_id,
         raw,
         |state, survey, _, params| async move {
-            Ok(Json(sessions_page(&state, &survey, &params.list()).await?))
+            let desk = Desk {
+                state: &state,
+                clusters: &clusters,
+            };
+            Ok(Json(sessions_page(desk, &survey, &params.list()).await?))
         },
     )
     .await
@@ -175,12 +181,22 @@ pub(super) async fn desk_sessions(
 
 pub(super) async fn desk_sessions_csv(
     State(state): State<AppState>,
+    Extension(clusters): KeptClusters,
     ApiPath(survey_id): ApiPath<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    signed(&state, &survey_id, raw, |state, survey, _, params| async move {
-        sessions_csv(&state, &survey, &params.list()).await
-    })
+    signed(
+        &state,
+        &survey_id,
+        raw,
+        |state, survey, _, params| async move {
+            let desk = Desk {
+                state: &state,
+                clusters: &clusters,
+            };
+            sessions_csv(desk, &survey, &params.list()).await
+        },
+    )
     .await
 }
 
@@ -207,18 +223,13 @@ pub(super) async fn desk_review_link(
         &state,
         &survey_id,
         raw,
-        |state, survey, expires, _| async move {
+        |state, survey, expires, params| async move {
             let (reference, _) = captured_session(&state, &survey, &reference).await?;
-            let signature = state
-                .review_secret
-                .sign(survey.as_str(), &reference, expires);
+            // The desk's own key: the review link dies with it, as the desk's link does.
+            let key = params.key.unwrap_or_default();
             Ok(Json(review::EvidenceLinkEnvelope {
                 data: review::EvidenceLink {
-                    url: format!(
-                        "{}/review/{}/{reference}?expires={expires}&sig={signature}",
-                        state.public_url,
-                        survey.as_str()
-                    ),
+                    url: review::review_url(&state, &survey, &reference, &key, expires),
                     expires_at: iso8601(review::secs_to_millis(expires)),
                 },
             }))

@@ -15,23 +15,22 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use catalog::Scope;
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 use utoipa::ToSchema;
 
 use super::auth::Authenticated;
+use super::error::ApiError;
 use super::error::ErrorBody;
 use super::evidence::{EvidenceEnvelope, captured_session, session_evidence};
+use super::extract::{ApiPath, JsonBytes, parse_json};
+use super::format::iso8601;
 use super::integrations::owned_survey;
-use super::{ApiError, ApiPath, AppState, JsonBytes, iso8601, parse_json};
+use super::state::AppState;
 
 /// The longest a link may live.
 pub const MAX_LINK_SECS: u64 = 3600;
 /// A link's life when the request names none.
 pub const DEFAULT_LINK_SECS: u64 = 900;
-/// The shortest secret `--review-secret` accepts.
-pub const MIN_SECRET_BYTES: usize = 32;
 
 const PAGE: &str = include_str!("review.html");
 const SCRIPT: &str = include_str!("review.js");
@@ -40,104 +39,6 @@ const STYLE: &str = include_str!("review.css");
 
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'";
-
-/// The secret review links are signed with.
-#[derive(Clone)]
-pub struct ReviewSecret(Vec<u8>);
-
-impl std::fmt::Debug for ReviewSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ReviewSecret(..)")
-    }
-}
-
-impl ReviewSecret {
-    /// The configured secret, or the one kept in `data_dir/review-secret`, made at first start
-    /// (readable by the owner only). Instances of a fleet must be given the same one.
-    pub fn load(
-        configured: Option<&str>,
-        data_dir: &instance::DataDir,
-    ) -> anyhow::Result<ReviewSecret> {
-        if let Some(secret) = configured {
-            anyhow::ensure!(
-                secret.len() >= MIN_SECRET_BYTES,
-                "--review-secret must have at least {MIN_SECRET_BYTES} characters"
-            );
-            return Ok(ReviewSecret(secret.as_bytes().to_vec()));
-        }
-        let path = data_dir.review_secret();
-        match std::fs::read_to_string(&path) {
-            Ok(secret) if secret.trim().len() >= MIN_SECRET_BYTES => {
-                Ok(ReviewSecret(secret.trim().as_bytes().to_vec()))
-            }
-            _ => {
-                let secret = format!(
-                    "{}{}{}",
-                    catalog::ids::random_hex24(),
-                    catalog::ids::random_hex24(),
-                    catalog::ids::random_hex24()
-                );
-                instance::data_dir::write_durably_private(&path, secret.as_bytes())?;
-                Ok(ReviewSecret(secret.into_bytes()))
-            }
-        }
-    }
-
-    #[cfg(test)]
-    pub fn from_bytes(bytes: &[u8]) -> ReviewSecret {
-        ReviewSecret(bytes.to_vec())
-    }
-
-    fn mac(&self, survey: &str, reference: &str, expires: u64) -> Hmac<Sha256> {
-        self.mac_of(&format!(
-            "telltale-review-v1\n{survey}\n{reference}\n{expires}"
-        ))
-    }
-
-    fn mac_of(&self, message: &str) -> Hmac<Sha256> {
-        // A key of any length is accepted by HMAC.
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(message.as_bytes());
-        mac
-    }
-
-    /// A survey desk link's message: its own tag, so that no review link's signature is ever
-    /// a desk link's.
-    fn desk_mac(&self, survey: &str, key: &str, expires: u64) -> Hmac<Sha256> {
-        self.mac_of(&format!("telltale-desk-v1\n{survey}\n{key}\n{expires}"))
-    }
-
-    /// A desk link's signature of the survey, the key prefix that asked and the expiry.
-    pub fn sign_desk(&self, survey: &str, key: &str, expires: u64) -> String {
-        hex::encode(self.desk_mac(survey, key, expires).finalize().into_bytes())
-    }
-
-    /// Whether `signature` signs exactly this desk link (constant time).
-    pub fn verify_desk(&self, survey: &str, key: &str, expires: u64, signature: &str) -> bool {
-        let Ok(bytes) = hex::decode(signature) else {
-            return false;
-        };
-        self.desk_mac(survey, key, expires)
-            .verify_slice(&bytes)
-            .is_ok()
-    }
-
-    /// The link's signature, lower-case hex.
-    pub fn sign(&self, survey: &str, reference: &str, expires: u64) -> String {
-        hex::encode(self.mac(survey, reference, expires).finalize().into_bytes())
-    }
-
-    /// Whether `signature` signs exactly this survey, reference and expiry (constant time).
-    pub fn verify(&self, survey: &str, reference: &str, expires: u64, signature: &str) -> bool {
-        let Ok(bytes) = hex::decode(signature) else {
-            return false;
-        };
-        self.mac(survey, reference, expires)
-            .verify_slice(&bytes)
-            .is_ok()
-    }
-}
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -210,13 +111,12 @@ pub async fn create_link(
     let seconds = link_seconds(&body)?;
     let (reference, _) = captured_session(&state, &survey, &reference).await?;
     let expires = now_secs() + seconds;
-    let signature = state
-        .review_secret
-        .sign(survey.as_str(), &reference, expires);
-    let url = format!(
-        "{}/review/{}/{reference}?expires={expires}&sig={signature}",
-        state.public_url,
-        survey.as_str()
+    let url = review_url(
+        &state,
+        &survey,
+        &reference,
+        auth.0.key.prefix.as_str(),
+        expires,
     );
     Ok((
         StatusCode::CREATED,
@@ -257,16 +157,37 @@ pub fn secs_to_millis(secs: u64) -> i64 {
     i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
 }
 
+/// A review link of the session, made with the key of prefix `key`, working until `expires`.
+pub(super) fn review_url(
+    state: &AppState,
+    survey: &catalog::SurveyId,
+    reference: &str,
+    key: &str,
+    expires: u64,
+) -> String {
+    let signature = state
+        .site
+        .links
+        .sign(survey.as_str(), reference, key, expires);
+    format!(
+        "{}/review/{}/{reference}?key={key}&expires={expires}&sig={signature}",
+        state.site.public_url,
+        survey.as_str()
+    )
+}
+
 /// The query of a signed link.
 #[derive(Debug, Deserialize)]
 pub struct Signed {
+    key: Option<String>,
     expires: Option<u64>,
     sig: Option<String>,
 }
 
-/// The survey of a link that is signed for exactly this survey and reference and has not
-/// expired; 404 otherwise (a wrong link names nothing).
-fn check_link(
+/// The survey of a link that is signed for exactly this survey, reference and key and has not
+/// expired, whose key still speaks for the survey's organization; 404 otherwise (a wrong link
+/// names nothing). The signature is checked before anything is asked of the catalog.
+async fn check_link(
     state: &AppState,
     survey_id: &str,
     reference: &str,
@@ -274,7 +195,9 @@ fn check_link(
 ) -> Result<catalog::SurveyId, ApiError> {
     let not_found =
         || ApiError::NotFound("this review link is not valid or has expired".to_owned());
-    let (Some(expires), Some(signature)) = (signed.expires, signed.sig.as_deref()) else {
+    let (Some(key), Some(expires), Some(signature)) =
+        (signed.key.as_deref(), signed.expires, signed.sig.as_deref())
+    else {
         return Err(not_found());
     };
     if expires < now_secs() || expires > now_secs() + MAX_LINK_SECS {
@@ -282,12 +205,40 @@ fn check_link(
     }
     let survey = catalog::SurveyId::parse(survey_id).ok_or_else(not_found)?;
     if !state
-        .review_secret
-        .verify(survey.as_str(), reference, expires, signature)
+        .site
+        .links
+        .verify(survey.as_str(), reference, key, expires, signature)
     {
         return Err(not_found());
     }
+    if !key_speaks_for(state, key, &survey).await? {
+        return Err(not_found());
+    }
     Ok(survey)
+}
+
+/// Whether the key of prefix `key` still speaks for `survey`'s organization with
+/// `sessions:read`: unrevoked, its organization not deleted. Asked each time a signed link is
+/// opened, so a link dies with its key and its organization at once.
+pub(super) async fn key_speaks_for(
+    state: &AppState,
+    key: &str,
+    survey: &catalog::SurveyId,
+) -> Result<bool, ApiError> {
+    let Some(prefix) = catalog::KeyPrefix::parse(key) else {
+        return Ok(false);
+    };
+    let (standing, owner) = tokio::try_join!(
+        state.catalog().key_standing(&prefix),
+        state.catalog().survey_by_id(survey),
+    )?;
+    Ok(match (standing, owner) {
+        (Some(standing), Some(owner)) => {
+            standing.allows(Scope::SessionsRead)
+                && standing.key.organization_id == owner.organization_id
+        }
+        _ => false,
+    })
 }
 
 /// Headers every answer under `/review/` carries.
@@ -339,7 +290,7 @@ async fn page(
     ApiPath((survey_id, reference)): ApiPath<(String, String)>,
     Query(signed): Query<Signed>,
 ) -> Response {
-    let checked = match check_link(&state, &survey_id, &reference, &signed) {
+    let checked = match check_link(&state, &survey_id, &reference, &signed).await {
         Ok(survey) => captured_session(&state, &survey, &reference)
             .await
             .map(|_| ()),
@@ -356,70 +307,12 @@ async fn page_evidence(
     ApiPath((survey_id, reference)): ApiPath<(String, String)>,
     Query(signed): Query<Signed>,
 ) -> Response {
-    let evidence = match check_link(&state, &survey_id, &reference, &signed) {
+    let evidence = match check_link(&state, &survey_id, &reference, &signed).await {
         Ok(survey) => session_evidence(&state, &survey, &reference).await,
         Err(error) => Err(error),
     };
     match evidence {
         Ok(data) => private(Json(EvidenceEnvelope { data }).into_response()),
         Err(error) => private(error.into_response()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_signature_holds_only_for_its_survey_reference_and_expiry() {
-        let secret = ReviewSecret::from_bytes(&[7; 32]);
-        let (survey, reference) = (
-            "0123456789abcdef01234567",
-            "6f1c9b3e-0000-4000-8000-000000000001",
-        );
-        let signature = secret.sign(survey, reference, 1_900_000_000);
-        assert_eq!(signature.len(), 64);
-        assert!(secret.verify(survey, reference, 1_900_000_000, &signature));
-        assert!(!secret.verify(survey, reference, 1_900_000_001, &signature));
-        assert!(!secret.verify(
-            "0123456789abcdef01234568",
-            reference,
-            1_900_000_000,
-            &signature
-        ));
-        assert!(!secret.verify(
-            survey,
-            "6f1c9b3e-0000-4000-8000-000000000002",
-            1_900_000_000,
-            &signature
-        ));
-        assert!(!secret.verify(survey, reference, 1_900_000_000, "zz"));
-        let other = ReviewSecret::from_bytes(&[8; 32]);
-        assert!(!other.verify(survey, reference, 1_900_000_000, &signature));
-    }
-
-    #[test]
-    fn a_secret_is_kept_in_the_data_dir_or_taken_from_the_flag() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let data = instance::DataDir::new(dir.path());
-        let first = ReviewSecret::load(None, &data).expect("made");
-        let again = ReviewSecret::load(None, &data).expect("kept");
-        assert_eq!(first.0, again.0);
-        assert!(first.0.len() >= MIN_SECRET_BYTES);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(data.review_secret())
-                .expect("secret")
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600, "the secret is the owner's alone");
-        }
-        assert!(ReviewSecret::load(Some("short"), &data).is_err());
-        let given = "x".repeat(MIN_SECRET_BYTES);
-        assert_eq!(
-            ReviewSecret::load(Some(&given), &data).expect("flag").0,
-            given.as_bytes()
-        );
     }
 }
