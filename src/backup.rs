@@ -13,6 +13,7 @@ pub async fn backup(
     storage: &StorageArgs,
     to: &Path,
     without_log: bool,
+    instance_lease: std::time::Duration,
     json: bool,
 ) -> anyhow::Result<()> {
     let log = if without_log {
@@ -20,7 +21,7 @@ pub async fn backup(
     } else {
         LogMode::Required
     };
-    let manifest = instance::backup::backup(&storage.settings(), to, log).await?;
+    let manifest = instance::backup::backup(&storage.settings(), to, log, instance_lease).await?;
     if json {
         println!("{}", serde_json::to_string(&manifest)?);
     } else {
@@ -34,7 +35,7 @@ pub async fn backup(
             manifest.tables.len(),
             manifest.log_segments,
             if without_log {
-                " (no log: said to be empty)"
+                " (no log: every instance's log is in the lake)"
             } else {
                 ""
             }

@@ -162,11 +162,22 @@ pub enum Command {
         /// The folder to write: new, or empty.
         #[arg(long, value_name = "FOLDER")]
         to: PathBuf,
-        /// Back up without the write-ahead log: only when the log is empty on purpose (the
-        /// instance was stopped and `telltale drain`ed). Without this flag a data dir with no
-        /// log is refused: the batches it would hold would be lost.
+        /// Back up without the write-ahead log (a machine other than the instance's). Checked:
+        /// every running instance is asked to flush what it acknowledged and must answer within
+        /// 30 s, and every stopped one must have left cleanly (stopped with its log flushed, or
+        /// `telltale drain`ed). Without this flag a data dir with no log is refused: the
+        /// batches it would hold would be lost.
         #[arg(long)]
         without_log: bool,
+        /// An instance not seen for this long (by the catalog's clock) counts as stopped, for
+        /// `--without-log`; the fleet's `--instance-lease-secs`.
+        #[arg(
+            long,
+            env = "TELLTALE_INSTANCE_LEASE_SECS",
+            default_value_t = 30,
+            value_parser = clap::value_parser!(u64).range(1..)
+        )]
+        instance_lease_secs: u64,
         /// Print the backup's manifest as JSON.
         #[arg(long)]
         json: bool,

@@ -83,8 +83,12 @@ pub fn run() -> anyhow::Result<()> {
             cli::Command::Backup {
                 to,
                 without_log,
+                instance_lease_secs,
                 json,
-            } => backup::backup(&cli.storage, &to, without_log, json).await,
+            } => {
+                let lease = std::time::Duration::from_secs(instance_lease_secs);
+                backup::backup(&cli.storage, &to, without_log, lease, json).await
+            }
             cli::Command::Restore {
                 from,
                 tombstones_from,

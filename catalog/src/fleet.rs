@@ -106,9 +106,19 @@ pub trait Fleet: Send + Sync {
     /// `instance` made everything it acknowledged before `token` visible.
     async fn flush_answered(&self, instance: &str, epoch: i64, token: i64) -> Result<()>;
 
-    /// The fleet's secret `name`: the one stored, or `candidate`, stored now, when none was (the
+    /// The fleet's value `name`: the one stored, or `candidate`, stored now, when none was (the
     /// first instance to ask makes it; every other reads it).
-    async fn shared_secret(&self, name: &str, candidate: &str) -> Result<String>;
+    async fn fleet_value(&self, name: &str, candidate: &str) -> Result<String>;
+
+    /// The fleet's value `name`, if one is stored; changes nothing (a catalog opened read-only).
+    async fn stored_fleet_value(&self, name: &str) -> Result<Option<String>>;
+
+    /// Replaces the fleet's value `name` (a restored catalog's new identity).
+    async fn replace_fleet_value(&self, name: &str, value: &str) -> Result<()>;
+
+    /// Every instance the catalog knows, as [`Fleet::fleet_blockers`] describes them, with
+    /// whether each left cleanly at its current epoch (its log flushed).
+    async fn fleet_members(&self, lease_ms: i64) -> Result<Vec<(FleetMember, bool)>>;
 
     /// Takes the compaction of one partition (a survey's events files of one date, `""` for
     /// none) for `owner` for `lease_ms`, unless another worker holds it. Instances sharing a

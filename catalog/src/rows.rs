@@ -335,3 +335,17 @@ pub(crate) fn desk_row(row: &impl Columns) -> Result<DeskRow> {
 pub(crate) fn reasons_json(reasons: &[String]) -> String {
     serde_json::Value::from(reasons.to_vec()).to_string()
 }
+
+/// An `instances` row as an erasure or a backup sees it (columns `instance_id`, `epoch`, `live`,
+/// `fenced`, `lake_fenced`, `purge_error`, `silent_ms`).
+pub(crate) fn fleet_member(row: &impl Columns) -> Result<crate::FleetMember> {
+    Ok(crate::FleetMember {
+        instance: row.text("instance_id")?,
+        epoch: row.int("epoch")?,
+        live: row.flag("live")?,
+        fenced: row.flag("fenced")?,
+        lake_fenced: row.flag("lake_fenced")?,
+        purge_error: row.opt_text("purge_error")?,
+        silent_ms: row.int("silent_ms")?,
+    })
+}

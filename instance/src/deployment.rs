@@ -71,13 +71,7 @@ impl Deployment {
             &settings.data_dir,
         )
         .await?;
-        let id = settings
-            .data_dir
-            .instance_id_or_new()
-            .map_err(|source| StartError::Id {
-                path: settings.data_dir.instance_id(),
-                source,
-            })?;
+        let id = settings.data_dir.instance_id_or_start_error()?;
         let mut scorer = build_scorer(
             &stores,
             model,

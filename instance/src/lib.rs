@@ -211,6 +211,16 @@ impl StartError {
     }
 }
 
+impl DataDir {
+    /// [`DataDir::instance_id_or_new`], its failure a start's.
+    fn instance_id_or_start_error(&self) -> Result<String, StartError> {
+        self.instance_id_or_new().map_err(|source| StartError::Id {
+            path: self.instance_id(),
+            source,
+        })
+    }
+}
+
 impl Instance {
     /// Opens the stores, takes the data dir's log (replaying what it holds into them) and
     /// starts its consumers. `log: None` keeps the defaults (`telltale drain`, `log import`).
@@ -228,13 +238,7 @@ impl Instance {
         stores: Stores,
         log: Option<LogSettings>,
     ) -> Result<Instance, StartError> {
-        let id = settings
-            .data_dir
-            .instance_id_or_new()
-            .map_err(|source| StartError::Id {
-                path: settings.data_dir.instance_id(),
-                source,
-            })?;
+        let id = settings.data_dir.instance_id_or_start_error()?;
         let mut config = IngestConfig::new(id.clone(), settings.data_dir.wal());
         if let Some(log) = log {
             config.flush_interval = log.flush_interval;

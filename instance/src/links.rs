@@ -5,7 +5,7 @@
 //!
 //! 1. `--review-secret` (at least [`MIN_SECRET_BYTES`] characters): the operator's, used as
 //!    given on this instance (every instance must then be given the same);
-//! 2. the catalog (`Fleet::shared_secret`): made once by the first instance that needs it;
+//! 2. the catalog (`Fleet::fleet_value`): made once by the first instance that needs it;
 //! 3. on a catalog that has none yet, the data dir's `review-secret` file an earlier release
 //!    made is taken over, so links it signed keep working.
 //!
@@ -76,7 +76,7 @@ impl LinkSecret {
                 catalog::ids::random_hex24()
             ),
         };
-        let stored = catalog.shared_secret(REVIEW, &candidate).await?;
+        let stored = catalog.fleet_value(REVIEW, &candidate).await?;
         if stored.len() < MIN_SECRET_BYTES {
             return Err(SecretError::BadStored(stored.len()));
         }

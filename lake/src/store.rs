@@ -265,7 +265,6 @@ impl Store {
     /// part goes up as a multipart upload of [`COPY_PART_BYTES`] parts (S3 takes at most 5 GiB
     /// in one PUT). Returns the bytes copied.
     pub async fn copy_object_from(&self, source: &Store, path: &str) -> Result<u64, LakeError> {
-        use futures::StreamExt;
         let location = ObjectPath::from(path);
         let got = source.store.get(&location).await?;
         let size = got.meta.size;
@@ -274,26 +273,19 @@ impl Store {
             self.put_durable(path, bytes.to_vec()).await?;
             return Ok(size);
         }
-        let upload = self.store.put_multipart(&location).await?;
-        let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, COPY_PART_BYTES);
-        let mut stream = got.into_stream();
-        let mut copied = 0u64;
-        while let Some(chunk) = stream.next().await {
-            let chunk = match chunk {
-                Ok(chunk) => chunk,
-                Err(error) => {
-                    let _ = writer.abort().await;
-                    return Err(error.into());
+        let mut upload = self.store.put_multipart(&location).await?;
+        let copied = match upload_parts(upload.as_mut(), got.into_stream()).await {
+            Ok(copied) => copied,
+            Err(error) => {
+                // Whatever failed (a read of the source, a part, the completion), the upload is
+                // aborted: the bucket keeps none of its parts (S3 bills and keeps the parts of an
+                // upload never completed nor aborted).
+                if let Err(abort) = upload.abort().await {
+                    tracing::warn!(path, error = %abort, "could not abort a failed multipart upload");
                 }
-            };
-            // At most a few parts in flight: memory stays bounded however large the object.
-            if let Err(error) = writer.wait_for_capacity(COPY_PARTS_IN_FLIGHT).await {
-                return Err(error.into());
+                return Err(error);
             }
-            copied += chunk.len() as u64;
-            writer.write(&chunk);
-        }
-        writer.finish().await?;
+        };
         if let Some(root) = &self.local_root {
             let root = root.clone();
             let file = root.join(path);
@@ -333,6 +325,48 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Streams `source` into `upload` in parts of [`COPY_PART_BYTES`], at most
+/// [`COPY_PARTS_IN_FLIGHT`] of them in flight, and completes it; the bytes copied. The caller
+/// aborts the upload on an error.
+async fn upload_parts(
+    upload: &mut dyn object_store::MultipartUpload,
+    mut source: futures::stream::BoxStream<'static, object_store::Result<bytes::Bytes>>,
+) -> Result<u64, LakeError> {
+    use futures::StreamExt;
+    use futures::stream::FuturesUnordered;
+    let mut in_flight = FuturesUnordered::new();
+    let mut part: Vec<u8> = Vec::with_capacity(COPY_PART_BYTES);
+    let mut copied = 0u64;
+    while let Some(chunk) = source.next().await {
+        let chunk = chunk?;
+        copied += chunk.len() as u64;
+        let mut rest = &chunk[..];
+        while !rest.is_empty() {
+            let take = (COPY_PART_BYTES - part.len()).min(rest.len());
+            part.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if part.len() == COPY_PART_BYTES {
+                // Memory stays bounded however large the object.
+                while in_flight.len() >= COPY_PARTS_IN_FLIGHT {
+                    if let Some(done) = in_flight.next().await {
+                        done?;
+                    }
+                }
+                let full = std::mem::replace(&mut part, Vec::with_capacity(COPY_PART_BYTES));
+                in_flight.push(upload.put_part(full.into()));
+            }
+        }
+    }
+    if !part.is_empty() {
+        in_flight.push(upload.put_part(part.into()));
+    }
+    while let Some(done) = in_flight.next().await {
+        done?;
+    }
+    upload.complete().await?;
+    Ok(copied)
 }
 
 /// The part size of a streamed copy ([`Store::copy_object_from`]); objects up to it are copied
@@ -389,5 +423,150 @@ mod tests {
             HttpErrorKind::Decode,
             std::io::ErrorKind::InvalidData
         ))));
+    }
+
+    /// An in-memory store whose multipart uploads fail their second part, counting aborts: a
+    /// fault injector for the copy's clean-up, around object_store's own `InMemory`.
+    #[derive(Debug, Default)]
+    struct FailingParts {
+        inner: object_store::memory::InMemory,
+        aborted: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl std::fmt::Display for FailingParts {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("FailingParts")
+        }
+    }
+
+    #[derive(Debug)]
+    struct FailingUpload {
+        inner: Box<dyn object_store::MultipartUpload>,
+        parts: usize,
+        aborted: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    #[async_trait::async_trait]
+    impl object_store::MultipartUpload for FailingUpload {
+        fn put_part(&mut self, data: object_store::PutPayload) -> object_store::UploadPart {
+            self.parts += 1;
+            if self.parts == 2 {
+                return Box::pin(async {
+                    Err(object_store::Error::Generic {
+                        store: "FailingParts",
+                        source: "the second part failed".into(),
+                    })
+                });
+            }
+            self.inner.put_part(data)
+        }
+
+        async fn complete(&mut self) -> object_store::Result<object_store::PutResult> {
+            self.inner.complete().await
+        }
+
+        async fn abort(&mut self) -> object_store::Result<()> {
+            self.aborted
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.inner.abort().await
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for FailingParts {
+        async fn put_opts(
+            &self,
+            location: &ObjectPath,
+            payload: object_store::PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.inner.put_opts(location, payload, opts).await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            location: &ObjectPath,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            Ok(Box::new(FailingUpload {
+                inner: self.inner.put_multipart_opts(location, opts).await?,
+                parts: 0,
+                aborted: Arc::clone(&self.aborted),
+            }))
+        }
+
+        async fn get_opts(
+            &self,
+            location: &ObjectPath,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+
+        fn delete_stream(
+            &self,
+            locations: futures::stream::BoxStream<'static, object_store::Result<ObjectPath>>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<ObjectPath>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(
+            &self,
+            prefix: Option<&ObjectPath>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+        {
+            self.inner.list(prefix)
+        }
+
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&ObjectPath>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(
+            &self,
+            from: &ObjectPath,
+            to: &ObjectPath,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_copy_whose_part_fails_aborts_its_multipart_upload() {
+        let in_memory = |store: Arc<dyn ObjectStore>| Store {
+            store: Arc::clone(&store),
+            local_root: None,
+            root_url: "memory:///".to_owned(),
+            container: store,
+            root_in_container: String::new(),
+        };
+        let source = in_memory(Arc::new(object_store::memory::InMemory::new()));
+        let big = vec![7u8; COPY_PART_BYTES * 2 + 5];
+        source
+            .store
+            .put(&ObjectPath::from("events/big.parquet"), big.into())
+            .await
+            .expect("put");
+        let failing = Arc::new(FailingParts::default());
+        let target = in_memory(failing.clone());
+        let copied = target.copy_object_from(&source, "events/big.parquet").await;
+        assert!(copied.is_err(), "the second part failed: {copied:?}");
+        assert_eq!(
+            failing.aborted.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the upload was aborted"
+        );
+        assert!(
+            target
+                .store
+                .head(&ObjectPath::from("events/big.parquet"))
+                .await
+                .is_err(),
+            "no object was left"
+        );
     }
 }

@@ -475,3 +475,129 @@ async fn a_backup_refuses_a_data_dir_without_its_log_and_copies_large_objects_in
     eprintln!("backup: a 1 GiB object copied with a peak RSS of {peak} MiB");
     assert!(peak < 256, "the backup's peak RSS was {peak} MiB");
 }
+
+#[tokio::test]
+async fn a_backup_without_a_log_checks_every_log_is_in_the_lake_and_a_restore_its_tombstones() {
+    let mut server = TestServer::start().await;
+    let key = server.key().to_owned();
+    let survey = server.provision_ok(&key, "checked", "Checked").await;
+    let reference = new_uuid();
+    for number in 0..3 {
+        server
+            .collect_ok(
+                &survey.tracking_key,
+                &reference,
+                &numbered_batch(number),
+                EVENTS_PER_BATCH as usize,
+            )
+            .await;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let elsewhere = folder.path().join("cron-machine");
+    let (catalog, lake) = (
+        server.catalog_url(),
+        server.data_dir().join("lake").display().to_string(),
+    );
+    let backup_without_log = |server: &TestServer, name: &str| {
+        let to = folder.path().join(name).display().to_string();
+        let mut args = vec![
+            "backup".to_owned(),
+            "--json".to_owned(),
+            "--to".to_owned(),
+            to,
+            "--without-log".to_owned(),
+            "--instance-lease-secs".to_owned(),
+            "2".to_owned(),
+        ];
+        if server.is_embedded() {
+            args.extend(["--catalog".to_owned(), catalog.clone()]);
+            args.extend(["--lake".to_owned(), lake.clone()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        TestServer::cli_on(&elsewhere, server.scale_out_stores(), &args)
+    };
+
+    // Running: the instance is asked to flush and answers; what it acknowledged is in the lake
+    // the backup copies.
+    let running = backup_without_log(&server, "running");
+    assert!(
+        running.status.success(),
+        "{}",
+        String::from_utf8_lossy(&running.stderr)
+    );
+    let manifest: Value = serde_json::from_slice(&running.stdout).expect("manifest");
+    assert_eq!(manifest["format"], 3, "{manifest}");
+    let identity = manifest["catalogIdentity"]
+        .as_str()
+        .expect("identity")
+        .to_owned();
+
+    // Killed, its log not drained: refused, naming it.
+    server.kill_hard();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let killed = backup_without_log(&server, "killed");
+    assert!(
+        !killed.status.success(),
+        "a backup without an undrained log ran"
+    );
+    let stderr = String::from_utf8_lossy(&killed.stderr);
+    assert!(
+        stderr.contains("stopped without draining its log"),
+        "{stderr}"
+    );
+    // Stopped cleanly (its final flush done): allowed again.
+    server.restart().await;
+    server.terminate_ok().await;
+    let drained = backup_without_log(&server, "drained");
+    assert!(
+        drained.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drained.stderr)
+    );
+
+    // A restore whose source of tombstones is another deployment's catalog is refused before
+    // anything is written; with the backup's own, it goes ahead.
+    let other = TestServer::start().await;
+    let backup = folder.path().join("drained").display().to_string();
+    let restore_with = |source: &str| {
+        let root = TestServer::new_root();
+        let output = TestServer::cli_on(
+            root.path(),
+            None,
+            &[
+                "restore",
+                "--json",
+                "--from",
+                &backup,
+                "--tombstones-from",
+                source,
+            ],
+        );
+        (root, output)
+    };
+    if server.is_embedded() {
+        let (wrong_root, wrong) = restore_with(&other.catalog_url());
+        assert!(
+            !wrong.status.success(),
+            "restored with another's tombstones"
+        );
+        let stderr = String::from_utf8_lossy(&wrong.stderr);
+        assert!(
+            stderr.contains("is not the catalog this backup was taken from"),
+            "{stderr}"
+        );
+        assert!(
+            !wrong_root.path().join("data").join("catalog.db").exists(),
+            "nothing was restored"
+        );
+        let (_root, right) = restore_with(&catalog);
+        assert!(
+            right.status.success(),
+            "{}",
+            String::from_utf8_lossy(&right.stderr)
+        );
+        let report: Value = serde_json::from_slice(&right.stdout).expect("report");
+        assert_eq!(report["tombstoneSourceChecked"], true, "{report}");
+    }
+    assert_eq!(identity.len(), 48, "{identity}");
+}

@@ -415,3 +415,91 @@ async fn links_open_on_every_instance_and_die_with_their_key_and_organization() 
     first.cli_ok(&["org", "delete", &org]);
     links_die_within_a_second(&[&first, &second], &paths, "the organization's deletion").await;
 }
+
+#[tokio::test]
+async fn an_erasure_blocked_by_an_instance_that_cannot_purge_says_which_and_why() {
+    if !cfg!(feature = "failpoints") {
+        eprintln!("skipped: needs the failpoints feature (.ci/run builds with it)");
+        return;
+    }
+    let args = [
+        "--api-rate-per-minute",
+        NO_API_LIMIT,
+        "--instance-lease-secs",
+        "3",
+    ];
+    let first = TestServer::start_scale_out(&args).await;
+    // The second instance's every purge fails, as a log whose consumers cannot catch up does.
+    let second = TestServer::start_sharing_with_env(
+        &first,
+        &args,
+        &[("FAILPOINTS", "telltale-purge=return")],
+    )
+    .await;
+    let key = first.key().to_owned();
+    let survey = first.provision_ok(&key, "blocked", "Blocked").await;
+    let sid = survey.survey_id.clone();
+    let x = new_uuid();
+    let events = send_session(&second, &survey, &x, None, 2, 20).await;
+    first
+        .lookup_until_counts(&key, &sid, &[(x.clone(), events)], Duration::from_secs(10))
+        .await;
+    let second_id = std::fs::read_to_string(second.data_dir().join("instance-id")).expect("id");
+    let second_id = second_id.trim();
+
+    let requested = Instant::now();
+    let reply = request_deletion(&first, &key, &sid, &x).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    // Within one lease (3 s) the deletion names the instance and its purge's error, and it
+    // stays pending: a live instance that cannot purge is waited for, never fenced.
+    let waiting = loop {
+        let deletion = crate::deletion::get_deletion(&first, &key, &sid, &x)
+            .await
+            .json()["data"]
+            .clone();
+        if deletion["waitingOn"] == json!(format!("instance {second_id}"))
+            && deletion["waitReason"]
+                .as_str()
+                .is_some_and(|reason| reason.contains("cannot purge its log"))
+        {
+            break deletion;
+        }
+        assert_eq!(deletion["status"], "pending", "{deletion}");
+        assert!(
+            requested.elapsed() < Duration::from_secs(3),
+            "the deletion does not say why it waits: {deletion}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (&waiting["status"], &waiting["attempts"]),
+        (&json!("pending"), &json!(0)),
+        "{waiting}"
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let still = crate::deletion::get_deletion(&first, &key, &sid, &x)
+        .await
+        .json()["data"]
+        .clone();
+    assert_eq!(still["status"], "pending", "past the lease: {still}");
+    // Whichever instance works it counts it among the deletions waiting on an instance.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut waiting = 0.0;
+        for instance in [&first, &second] {
+            waiting += series_sum(
+                &scrape(instance).await,
+                "telltale_deletions_waiting",
+                &[("on", "instance")],
+            );
+        }
+        if waiting >= 1.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no instance counts the waiting deletion"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -74,12 +74,24 @@ impl PgCatalog {
 
     async fn connect(url: &str) -> Result<Self> {
         // A hung or overloaded server cancels a statement after the outage policy's timeout
-        // (57014, an outage to callers) instead of holding the request that waits for it.
-        let statement_timeout = outage::CATALOG_STATEMENT_TIMEOUT.as_millis().to_string();
-        let options = PgConnectOptions::from_str(url)?
-            .application_name("telltale")
-            .options([("statement_timeout", statement_timeout.as_str())]);
+        // (57014, an outage to callers) instead of holding the request that waits for it. Set
+        // once connected, not as a startup parameter: a pooler in front of PostgreSQL
+        // (PgBouncer) refuses every connection that sends one it does not know, which read as
+        // an outage that never ends (docs/deploy.md, "Through PgBouncer").
+        let options = PgConnectOptions::from_str(url)?.application_name("telltale");
+        let set_timeout = format!(
+            "SET statement_timeout = {}",
+            outage::CATALOG_STATEMENT_TIMEOUT.as_millis()
+        );
         let pool = PgPoolOptions::new()
+            .after_connect(move |connection, _| {
+                let set_timeout = set_timeout.clone();
+                Box::pin(async move {
+                    use sqlx::Executor as _;
+                    connection.execute(set_timeout.as_str()).await?;
+                    Ok(())
+                })
+            })
             .max_connections(16)
             // How long a request waits for a connection, including sqlx's retries of a refused
             // one: while PostgreSQL restarts, an integrator gets a 503 with `Retry-After` within
@@ -173,7 +185,12 @@ impl PgCatalog {
         if vacuumed.is_ok() {
             vacuumed = connection.execute(statement).await.map(|_| ());
         }
-        let reset = connection.execute("RESET statement_timeout").await;
+        // Back to the request bound `connect` set (a `RESET` would drop it to the server's).
+        let back = format!(
+            "SET statement_timeout = {}",
+            outage::CATALOG_STATEMENT_TIMEOUT.as_millis()
+        );
+        let reset = connection.execute(back.as_str()).await;
         if reset.is_err() {
             drop(connection.detach());
         }

@@ -67,7 +67,8 @@ macro_rules! impl_fleet {
 
             async fn leave_fleet(&self, instance: &str, epoch: i64) -> Result<()> {
                 sqlx::query(
-                    "UPDATE instances SET fenced_epoch = epoch, lake_fenced_epoch = epoch
+                    "UPDATE instances SET fenced_epoch = epoch, lake_fenced_epoch = epoch,
+                                          left_epoch = epoch
                      WHERE instance_id = $1 AND epoch = $2",
                 )
                 .bind(instance)
@@ -113,19 +114,7 @@ macro_rules! impl_fleet {
                 .bind(lease_ms)
                 .fetch_all(&self.pool)
                 .await?;
-                rows.iter()
-                    .map(|row| {
-                        Ok(FleetMember {
-                            instance: row.try_get("instance_id")?,
-                            epoch: row.try_get("epoch")?,
-                            live: row.try_get("live")?,
-                            fenced: row.try_get("fenced")?,
-                            lake_fenced: row.try_get("lake_fenced")?,
-                            purge_error: row.try_get("purge_error")?,
-                            silent_ms: row.try_get("silent_ms")?,
-                        })
-                    })
-                    .collect()
+                rows.iter().map(rows::fleet_member).collect()
             }
 
             async fn fence_instance(
@@ -222,9 +211,9 @@ macro_rules! impl_fleet {
                 Ok(())
             }
 
-            async fn shared_secret(&self, name: &str, candidate: &str) -> Result<String> {
+            async fn fleet_value(&self, name: &str, candidate: &str) -> Result<String> {
                 sqlx::query(
-                    "INSERT INTO fleet_secrets (name, value, created_at) VALUES ($1, $2, $3)
+                    "INSERT INTO fleet_values (name, value, created_at) VALUES ($1, $2, $3)
                      ON CONFLICT (name) DO NOTHING",
                 )
                 .bind(name)
@@ -232,10 +221,49 @@ macro_rules! impl_fleet {
                 .bind(now_millis())
                 .execute(&self.pool)
                 .await?;
-                Ok(sqlx::query_scalar("SELECT value FROM fleet_secrets WHERE name = $1")
+                Ok(sqlx::query_scalar("SELECT value FROM fleet_values WHERE name = $1")
                     .bind(name)
                     .fetch_one(&self.pool)
                     .await?)
+            }
+
+            async fn stored_fleet_value(&self, name: &str) -> Result<Option<String>> {
+                Ok(sqlx::query_scalar("SELECT value FROM fleet_values WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
+            async fn replace_fleet_value(&self, name: &str, value: &str) -> Result<()> {
+                sqlx::query(
+                    "INSERT INTO fleet_values (name, value, created_at) VALUES ($1, $2, $3)
+                     ON CONFLICT (name) DO UPDATE SET value = excluded.value,
+                                                     created_at = excluded.created_at",
+                )
+                .bind(name)
+                .bind(value)
+                .bind(now_millis())
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn fleet_members(&self, lease_ms: i64) -> Result<Vec<(FleetMember, bool)>> {
+                let now = Self::NOW_MS;
+                let rows = sqlx::query(&format!(
+                    "SELECT instance_id, epoch, seen_at >= {now} - $1 AS live,
+                            fenced_epoch >= epoch AS fenced,
+                            lake_fenced_epoch >= epoch AS lake_fenced,
+                            purge_error, {now} - seen_at AS silent_ms,
+                            left_epoch >= epoch AS left_cleanly
+                     FROM instances ORDER BY instance_id"
+                ))
+                .bind(lease_ms)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|row| Ok((rows::fleet_member(row)?, row.try_get("left_cleanly")?)))
+                    .collect()
             }
 
             async fn release_compaction(

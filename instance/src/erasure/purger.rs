@@ -51,9 +51,11 @@ impl LogPurger {
         self.ingestor.refresh_tombstones().await?;
         let loaded = self.ingestor.loaded_tombstone_id();
         let result = if loaded > state.purged_through {
-            self.ingestor.purge_log().await.map(|()| {
-                state.purged_through = loaded;
-            })
+            purge_fails_for_a_test()
+                .and(self.ingestor.purge_log().await)
+                .map(|()| {
+                    state.purged_through = loaded;
+                })
         } else {
             Ok(())
         };
@@ -97,6 +99,14 @@ impl LogPurger {
         }
         result.map(|()| state.purged_through)
     }
+}
+
+/// With the `failpoints` feature, `FAILPOINTS=telltale-purge=return` makes every purge fail as
+/// a log whose consumers cannot catch up would (tests/it/fleet_guarantees.rs).
+fn purge_fails_for_a_test() -> Result<(), IngestError> {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("telltale-purge", |_| Err(IngestError::LogNotPurged));
+    Ok(())
 }
 
 /// Whether a report is owed: none reached the catalog yet, the purge moved or its failure

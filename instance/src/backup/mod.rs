@@ -20,7 +20,6 @@
 //! backup, unless told there is none: an erased session must never come back silently.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use lake::backup::TableCopy;
 use lake::{Store, TableKind};
@@ -29,11 +28,22 @@ use serde::{Deserialize, Serialize};
 use crate::data_dir::sync_dir;
 use crate::{Settings, Stores};
 
+mod tools;
+
+use tools::{copy_durably, postgres_tool, run, sync_file};
+
 /// The manifest a backup writes last: a folder without it is not a finished backup.
 pub const MANIFEST: &str = "backup.json";
 /// The manifest's format. 1: the untyped manifest of 0.1.0 (no `format` field), read as if it
-/// held its log; 2: typed, with the log's state and the order of the copies.
-pub const FORMAT: u32 = 2;
+/// held its log; 2: typed, with the log's state and the order of the copies; 3: with the
+/// identity of the catalog it was taken from.
+pub const FORMAT: u32 = 3;
+
+/// The fleet value naming a catalog (`catalog::Fleet::fleet_value`).
+const CATALOG_IDENTITY: &str = "catalog-identity";
+
+/// How long a backup without a log waits for the running instances to flush.
+const FLEET_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The catalog a backup holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +81,10 @@ pub struct Manifest {
     pub log_segments: usize,
     #[serde(default)]
     pub log: LogCopy,
+    /// The identity of the catalog the backup was taken from (format 3): a restore checks its
+    /// source of tombstones is that catalog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_identity: Option<String>,
 }
 
 fn format_one() -> u32 {
@@ -102,6 +116,21 @@ pub enum BackupError {
          (the catalog the backup was taken from), or say there is none (--without-tombstones)"
     )]
     NoTombstoneSource,
+    #[error(
+        "{url} is not the catalog this backup was taken from (its identity is {found}, the \
+         backup's {expected}): its tombstones are another deployment's; name the catalog the \
+         backup was taken from, or say there is none (--without-tombstones)"
+    )]
+    WrongTombstoneSource {
+        url: String,
+        expected: String,
+        found: String,
+    },
+    #[error(
+        "a backup without a log needs every instance's log to be in the lake: {0}; back up on \
+         the instance's data dir (its log is copied), or stop it and `telltale drain` it first"
+    )]
+    LogNotDrained(String),
     #[error("{0} already holds a write-ahead log: restore into a new data dir")]
     LogExists(PathBuf),
     #[error("the lake at {0} is not empty: restore into a new one")]
@@ -149,8 +178,16 @@ pub enum LogMode {
     Omit,
 }
 
-/// Takes a backup of the deployment `settings` names into `to` (new, or empty).
-pub async fn backup(settings: &Settings, to: &Path, log: LogMode) -> Result<Manifest, BackupError> {
+/// Takes a backup of the deployment `settings` names into `to` (new, or empty). Without a log
+/// (`LogMode::Omit`), every instance's log must be in the lake: a running one (seen within
+/// `instance_lease`) is asked to flush and must answer, and every other must have left the
+/// fleet cleanly, its log flushed.
+pub async fn backup(
+    settings: &Settings,
+    to: &Path,
+    log: LogMode,
+    instance_lease: std::time::Duration,
+) -> Result<Manifest, BackupError> {
     if to.exists() && std::fs::read_dir(to).map_err(io(to))?.next().is_some() {
         return Err(BackupError::NotEmpty(to.to_owned()));
     }
@@ -163,6 +200,13 @@ pub async fn backup(settings: &Settings, to: &Path, log: LogMode) -> Result<Mani
     std::fs::create_dir_all(to).map_err(io(to))?;
     let started = chrono_now();
     let stores = Stores::open(settings).await?;
+    if !held {
+        logs_are_in_the_lake(&stores, instance_lease).await?;
+    }
+    let catalog_identity = stores
+        .catalog
+        .fleet_value(CATALOG_IDENTITY, &new_identity())
+        .await?;
 
     // 1. Hold the log: from here on, no segment is retired.
     let hold = if held {
@@ -223,6 +267,7 @@ pub async fn backup(settings: &Settings, to: &Path, log: LogMode) -> Result<Mani
         } else {
             LogCopy::Omitted
         },
+        catalog_identity: Some(catalog_identity),
     };
     let path = to.join(MANIFEST);
     let text = serde_json::to_string_pretty(&manifest).map_err(BackupError::Manifest)?;
@@ -238,11 +283,9 @@ async fn copy_catalog(stores: &Stores, url: &str, to: &Path) -> Result<CatalogKi
         return Ok(CatalogKind::Sqlite);
     }
     let dump = to.join("catalog.dump");
-    run(Command::new("pg_dump")
+    run(postgres_tool("pg_dump", url)
         .args(["--format=custom", "--no-owner", "--no-privileges", "--file"])
-        .arg(&dump)
-        .arg("--dbname")
-        .arg(url))?;
+        .arg(&dump))?;
     sync_file(&dump)?;
     Ok(CatalogKind::Postgres)
 }
@@ -276,6 +319,9 @@ pub enum Tombstones {
 #[serde(rename_all = "camelCase")]
 pub struct RestoreReport {
     pub catalog: CatalogKind,
+    /// Whether the source of tombstones was checked to be the backup's own catalog (a backup
+    /// of format 2 or older names none, and is restored unchecked).
+    pub tombstone_source_checked: bool,
     pub lake_objects: usize,
     pub log_files: usize,
     pub deletions_redone: u64,
@@ -291,6 +337,27 @@ pub async fn restore(
 ) -> Result<RestoreReport, BackupError> {
     let manifest = read_manifest(from)?;
     let tombstones = tombstones.ok_or(BackupError::NoTombstoneSource)?;
+    // The source of tombstones first, before anything is written: another deployment's
+    // catalog would request none of this one's erasures, silently.
+    let mut tombstone_source_checked = false;
+    if let (Tombstones::From(url), Some(expected)) = (&tombstones, &manifest.catalog_identity) {
+        let source = crate::open_catalog_read_only(url).await?;
+        // A catalog of a release before identities has none: not the backup's.
+        let found = source
+            .stored_fleet_value(CATALOG_IDENTITY)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| "none".to_owned());
+        if &found != expected {
+            return Err(BackupError::WrongTombstoneSource {
+                url: url.clone(),
+                expected: expected.clone(),
+                found,
+            });
+        }
+        tombstone_source_checked = true;
+    }
 
     // Only into empty stores: a restore never overwrites a deployment.
     let wal_dir = settings.data_dir.wal();
@@ -318,14 +385,8 @@ pub async fn restore(
             }
             copy_durably(&from.join("catalog.db"), path)?;
         }
-        (CatalogKind::Postgres, None) => run(Command::new("pg_restore")
-            .args([
-                "--no-owner",
-                "--no-privileges",
-                "--exit-on-error",
-                "--dbname",
-            ])
-            .arg(&settings.catalog_url)
+        (CatalogKind::Postgres, None) => run(postgres_tool("pg_restore", &settings.catalog_url)
+            .args(["--no-owner", "--no-privileges", "--exit-on-error"])
             .arg(from.join("catalog.dump")))?,
         (kind, _) => {
             return Err(BackupError::CatalogKindMismatch {
@@ -361,6 +422,10 @@ pub async fn restore(
     // Deletions: every one the copy holds is done again, and those requested after the backup
     // (in the catalog the backup was taken from) are requested here.
     let catalog = crate::open_catalog(&settings.catalog_url).await?;
+    // A deployment of its own from here on: its backups name it, not the catalog it came from.
+    catalog
+        .replace_fleet_value(CATALOG_IDENTITY, &new_identity())
+        .await?;
     let deletions_redone = catalog.redo_deletions().await?;
     let mut deletions_requested = 0;
     let mut tombstones_of_unknown_surveys = 0;
@@ -387,6 +452,7 @@ pub async fn restore(
     }
     Ok(RestoreReport {
         catalog: manifest.catalog,
+        tombstone_source_checked,
         lake_objects,
         log_files,
         deletions_redone,
@@ -395,35 +461,63 @@ pub async fn restore(
     })
 }
 
-fn run(command: &mut Command) -> Result<(), BackupError> {
-    let program = command.get_program().to_string_lossy().into_owned();
-    let output = command.output().map_err(|error| BackupError::Tool {
-        program: program.clone(),
-        detail: format!("{error} (PostgreSQL's client tools must be installed)"),
-    })?;
-    if !output.status.success() {
-        return Err(BackupError::Tool {
-            program,
-            detail: format!(
-                "exited with {}: {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            ),
-        });
+/// A new catalog identity.
+fn new_identity() -> String {
+    format!(
+        "{}{}",
+        catalog::ids::random_hex24(),
+        catalog::ids::random_hex24()
+    )
+}
+
+/// Whether every instance's log is in the lake, for a backup that copies none: a running
+/// instance is asked to flush (the fleet's flush request, as a scoring run asks) and must answer
+/// within [`FLEET_FLUSH_WAIT`]; any other must have left the fleet cleanly.
+async fn logs_are_in_the_lake(
+    stores: &Stores,
+    instance_lease: std::time::Duration,
+) -> Result<(), BackupError> {
+    let lease_ms = i64::try_from(instance_lease.as_millis()).unwrap_or(i64::MAX);
+    let members = stores.catalog.fleet_members(lease_ms).await?;
+    let stopped: Vec<String> = members
+        .iter()
+        .filter(|(member, left)| !member.live && !left)
+        .map(|(member, _)| {
+            format!(
+                "instance {} stopped without draining its log",
+                member.instance
+            )
+        })
+        .collect();
+    if !stopped.is_empty() {
+        return Err(BackupError::LogNotDrained(stopped.join(", ")));
     }
-    Ok(())
-}
-
-/// Copies a file and makes the copy durable.
-fn copy_durably(from: &Path, to: &Path) -> Result<(), BackupError> {
-    std::fs::copy(from, to).map_err(io(from))?;
-    sync_file(to)
-}
-
-fn sync_file(path: &Path) -> Result<(), BackupError> {
-    std::fs::File::open(path)
-        .and_then(|file| file.sync_all())
-        .map_err(io(path))
+    if members.iter().all(|(member, _)| !member.live) {
+        return Ok(());
+    }
+    let requester = format!("backup-{}", &catalog::ids::random_hex24()[..12]);
+    let request = stores
+        .catalog
+        .request_fleet_flush(&requester, lease_ms)
+        .await?;
+    let deadline = std::time::Instant::now() + FLEET_FLUSH_WAIT;
+    loop {
+        let pending = stores
+            .catalog
+            .fleet_flush_pending(request.token, lease_ms)
+            .await?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(BackupError::LogNotDrained(format!(
+                "running instances did not flush within {} s: {}",
+                FLEET_FLUSH_WAIT.as_secs(),
+                pending.join(", ")
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 fn chrono_now() -> String {
