@@ -152,6 +152,30 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Give up a fleet instance whose data dir is lost: fence it off and record it as gone, so
+    /// that scoring runs stop waiting for the events its log held and backups without a log
+    /// stop refusing for it (docs/deploy.md, "Instances and their logs").
+    ///
+    /// Refused while the instance reported within the lease. Whatever its log acknowledged and
+    /// had not flushed is given up; with the data dir at hand, `telltale drain` it instead.
+    ForgetInstance {
+        /// The instance's id (its data dir's `instance-id`; in `deferredReason` and in the
+        /// deletion's `waitingOn`).
+        #[arg(value_name = "INSTANCE_ID")]
+        instance: String,
+        /// An instance not seen for this long (by the catalog's clock) counts as stopped; the
+        /// fleet's `--instance-lease-secs`.
+        #[arg(
+            long,
+            env = "TELLTALE_INSTANCE_LEASE_SECS",
+            default_value_t = 30,
+            value_parser = clap::value_parser!(u64).range(1..)
+        )]
+        instance_lease_secs: u64,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Copy this deployment (the catalog, the lake's tables and this data dir's write-ahead
     /// log) into a new folder, consistently, while its server runs (docs/backup.md).
     ///

@@ -80,6 +80,14 @@ pub fn run() -> anyhow::Result<()> {
                 as_of,
             } => analysis::sql(&cli.storage, &query, format, as_of.as_deref()).await,
             cli::Command::Drain { json } => server::drain(&cli.storage, json).await,
+            cli::Command::ForgetInstance {
+                instance,
+                instance_lease_secs,
+                json,
+            } => {
+                let lease = std::time::Duration::from_secs(instance_lease_secs);
+                server::forget_instance(&cli.storage, &instance, lease, json).await
+            }
             cli::Command::Backup {
                 to,
                 without_log,

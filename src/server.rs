@@ -288,6 +288,38 @@ pub async fn drain(storage: &StorageArgs, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `telltale forget-instance`: fences off a lost instance and records it as gone
+/// (`instance::erasure::forget_instance`).
+pub async fn forget_instance(
+    storage: &StorageArgs,
+    instance: &str,
+    lease: std::time::Duration,
+    json: bool,
+) -> anyhow::Result<()> {
+    let stores = instance::Stores::open(&storage.settings()).await?;
+    let forgotten =
+        instance::erasure::forget_instance(stores.catalog.as_ref(), &stores.lake, instance, lease)
+            .await?;
+    let (epoch, already) = match forgotten {
+        instance::erasure::Forgotten::AlreadyLeft { epoch } => (epoch, true),
+        instance::erasure::Forgotten::Fenced { epoch, .. } => (epoch, false),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"instance": instance, "epoch": epoch, "alreadyLeft": already})
+        );
+    } else if already {
+        println!("instance {instance} left the fleet cleanly at epoch {epoch}: nothing to do");
+    } else {
+        println!(
+            "instance {instance} fenced off at epoch {epoch} and recorded as gone; what its log \
+             held and had not flushed is given up"
+        );
+    }
+    Ok(())
+}
+
 async fn shutdown_signal() {
     let interrupt = async {
         if let Err(error) = tokio::signal::ctrl_c().await {

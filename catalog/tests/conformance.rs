@@ -1497,6 +1497,15 @@ async fn an_erasure_waits_for_live_instances_that_have_not_purged(fixture: Fixtu
         .await
         .expect("report");
     assert!(blockers().await.is_empty());
+    // Joining again ends the epoch before, fenced or not: nothing a previous process of the
+    // instance still had in flight lands.
+    let c = catalog.join_fleet("c").await.expect("join");
+    let c_again = catalog.join_fleet("c").await.expect("join");
+    assert_eq!(c_again, c + 1);
+    assert!(fenced(
+        catalog.check_epoch("c", c).await.expect_err("fenced")
+    ));
+    catalog.check_epoch("c", c_again).await.expect("not fenced");
     // Stopping cleanly fences the instance, in the lake too.
     catalog.leave_fleet("a", a).await.expect("leave");
     assert!(fenced(

@@ -5,7 +5,9 @@
 //! - An erasure that completes while an instance's uploads hang is not undone when they land:
 //!   the stalled instance was fenced, and what it wrote after is refused.
 //! - A run on one instance scores a session another instance acknowledged on all of its events,
-//!   or defers it to a later run, never on part of them.
+//!   or defers it to a later run, never on part of them, while that instance could still
+//!   deliver them (it is silent, or stopped without leaving); one given up with
+//!   `forget-instance` holds nothing up.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,7 @@ use crate::deletion::{lake_rows_mentioning, request_deletion, send_session, wait
 use crate::harness::{TestServer, duckdb_query, new_uuid, now_millis};
 use crate::operations::{scrape, series_sum};
 use crate::proxy::StallProxy;
-use crate::scoring::{HAND_SET_MODEL, NO_API_LIMIT, start_run_ok, wait_finished};
+use crate::scoring::{HAND_SET_MODEL, NO_API_LIMIT, run_to_end};
 
 /// Two instances on one catalog and bucket; the second reaches the bucket through a proxy.
 async fn fleet_with_proxied_second(args: &[&str]) -> (TestServer, TestServer, StallProxy) {
@@ -131,6 +133,37 @@ async fn an_erasure_is_not_undone_by_an_instance_whose_uploads_were_stalled() {
 }
 
 /// How many events the latest score of `reference` was computed from (the `scores` table's
+/// A person's session of a few hundred events that began two minutes ago: its reference, its
+/// browser-session id (`prefix`-) and its events.
+fn human_session(prefix: &str, seed: u64) -> (String, String, Vec<String>) {
+    let reference = new_uuid();
+    let identifier = format!("{prefix}-{}", &reference[..8]);
+    let events = session(
+        Behaviour::Human,
+        &identifier,
+        &reference,
+        now_millis() - 120_000,
+        3,
+        seed,
+    );
+    (reference, identifier, events)
+}
+
+/// Posts `events` to `server` in batches of 40, each acknowledged.
+async fn post_in_batches(
+    server: &TestServer,
+    tracking_key: &str,
+    identifier: &str,
+    events: &[String],
+) {
+    for chunk in events.chunks(40) {
+        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
+        server
+            .collect_ok(tracking_key, identifier, &body, chunk.len())
+            .await;
+    }
+}
+
 /// `event_count`), if it has a score.
 fn scored_event_count(server: &TestServer, reference: &str) -> Option<u64> {
     let lake = server.lake_dir();
@@ -167,35 +200,14 @@ async fn a_run_on_one_instance_scores_another_instances_session_whole_or_not_at_
 
     // A session of 300-odd events posted to the second instance: its first half reaches the
     // lake in a flush, its second half is acknowledged just before a run starts on the first.
-    let reference = new_uuid();
-    let identifier = format!("horizon-{}", &reference[..8]);
-    let events = session(
-        Behaviour::Human,
-        &identifier,
-        &reference,
-        now_millis() - 120_000,
-        3,
-        7,
-    );
+    let (reference, identifier, events) = human_session("horizon", 7);
     let total = events.len() as u64;
     assert!(total >= 200, "{total} events");
     let (early, late) = events.split_at(events.len() / 2);
-    for chunk in early.chunks(40) {
-        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
-        second
-            .collect_ok(&survey.tracking_key, &identifier, &body, chunk.len())
-            .await;
-    }
+    post_in_batches(&second, &survey.tracking_key, &identifier, early).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    for chunk in late.chunks(40) {
-        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
-        second
-            .collect_ok(&survey.tracking_key, &identifier, &body, chunk.len())
-            .await;
-    }
-    let run = start_run_ok(&first, &key, &sid, Some(r#"{"force": false}"#)).await;
-    let run_id = run["id"].as_str().expect("run id").to_owned();
-    let done = wait_finished(&first, &key, &sid, &run_id).await;
+    post_in_batches(&second, &survey.tracking_key, &identifier, late).await;
+    let done = run_to_end(&first, &key, &sid, Some(r#"{"force": false}"#)).await;
     assert_eq!(done["status"], "completed", "{done}");
     match scored_event_count(&first, &reference) {
         Some(count) => assert_eq!(
@@ -205,9 +217,7 @@ async fn a_run_on_one_instance_scores_another_instances_session_whole_or_not_at_
         None => {
             // Deferred: the run says so, and the next run scores it whole.
             assert_eq!(done["deferred"], json!(1), "{done}");
-            let again = start_run_ok(&first, &key, &sid, Some(r#"{"force": false}"#)).await;
-            let again_id = again["id"].as_str().expect("run id").to_owned();
-            let again = wait_finished(&first, &key, &sid, &again_id).await;
+            let again = run_to_end(&first, &key, &sid, Some(r#"{"force": false}"#)).await;
             assert_eq!(
                 (&again["status"], &again["scored"]),
                 (&json!("completed"), &json!(1)),
@@ -244,23 +254,9 @@ async fn a_session_whose_events_sit_in_a_hung_instance_is_deferred_then_scored_w
 
     // Acknowledged by the second instance, counted in the catalog, then the instance hangs
     // with the events in its log.
-    let reference = new_uuid();
-    let identifier = format!("hung-{}", &reference[..8]);
-    let events = session(
-        Behaviour::Human,
-        &identifier,
-        &reference,
-        now_millis() - 120_000,
-        3,
-        11,
-    );
+    let (reference, identifier, events) = human_session("hung", 11);
     let total = events.len() as u64;
-    for chunk in events.chunks(40) {
-        let body = format!(r#"{{"events":[{}]}}"#, chunk.join(","));
-        second
-            .collect_ok(&survey.tracking_key, &identifier, &body, chunk.len())
-            .await;
-    }
+    post_in_batches(&second, &survey.tracking_key, &identifier, &events).await;
     first
         .lookup_until_counts(
             &key,
@@ -272,9 +268,7 @@ async fn a_session_whose_events_sit_in_a_hung_instance_is_deferred_then_scored_w
     second.pause();
 
     // The run asks the hung instance to flush, waits its second, and defers the session.
-    let run = start_run_ok(&first, &key, &sid, None).await;
-    let run_id = run["id"].as_str().expect("run id").to_owned();
-    let done = wait_finished(&first, &key, &sid, &run_id).await;
+    let done = run_to_end(&first, &key, &sid, None).await;
     second.resume();
     assert_eq!(
         (&done["status"], &done["scored"], &done["deferred"]),
@@ -307,15 +301,119 @@ async fn a_session_whose_events_sit_in_a_hung_instance_is_deferred_then_scored_w
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let again = start_run_ok(&first, &key, &sid, None).await;
-    let again_id = again["id"].as_str().expect("run id").to_owned();
-    let again = wait_finished(&first, &key, &sid, &again_id).await;
+    let again = run_to_end(&first, &key, &sid, None).await;
     assert_eq!(
         (&again["status"], &again["scored"], &again["deferred"]),
         (&json!("completed"), &json!(1), &json!(0)),
         "{again}"
     );
     assert_eq!(scored_event_count(&first, &reference), Some(total));
+}
+
+#[tokio::test]
+async fn a_killed_instance_defers_its_sessions_until_it_is_forgotten() {
+    let args = [
+        "--api-rate-per-minute",
+        NO_API_LIMIT,
+        "--model",
+        HAND_SET_MODEL,
+        "--flush-interval-ms",
+        "600000",
+        "--fleet-flush-wait-secs",
+        "2",
+        "--instance-lease-secs",
+        "3",
+    ];
+    let first = TestServer::start_scale_out(&args).await;
+    let mut second = TestServer::start_sharing(&first, &args).await;
+    let key = first.key().to_owned();
+    let survey = first.provision_ok(&key, "forgotten", "Forgotten").await;
+    let sid = survey.survey_id.clone();
+    let (reference, identifier, events) = human_session("lost", 13);
+    let total = events.len() as u64;
+    let (early, late) = events.split_at(events.len() / 2);
+    post_in_batches(&second, &survey.tracking_key, &identifier, early).await;
+    let early_count = early.len() as u64;
+    first
+        .lookup_until_counts(
+            &key,
+            &sid,
+            &[(reference.clone(), early_count)],
+            Duration::from_secs(10),
+        )
+        .await;
+    // A run while the second instance answers: it flushes, and the early half is scored whole.
+    let done = run_to_end(&first, &key, &sid, None).await;
+    assert_eq!(
+        (&done["scored"], &done["deferred"]),
+        (&json!(1), &json!(0)),
+        "{done}"
+    );
+    assert_eq!(scored_event_count(&first, &reference), Some(early_count));
+
+    // The late half is acknowledged and counted, then the instance dies with it in its log.
+    post_in_batches(&second, &survey.tracking_key, &identifier, late).await;
+    first
+        .lookup_until_counts(
+            &key,
+            &sid,
+            &[(reference.clone(), total)],
+            Duration::from_secs(10),
+        )
+        .await;
+    let second_id = std::fs::read_to_string(second.data_dir().join("instance-id")).expect("id");
+    let second_id = second_id.trim().to_owned();
+    second.kill_hard();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    // Silent past its lease, it is asked nothing; but it stopped without leaving, and its log
+    // replays when it starts again: the session waits for it, named.
+    let done = run_to_end(&first, &key, &sid, None).await;
+    assert_eq!(
+        (&done["status"], &done["scored"], &done["deferred"]),
+        (&json!("completed"), &json!(0), &json!(1)),
+        "{done}"
+    );
+    let reason = done["deferredReason"].as_str().expect("a reason");
+    assert!(reason.contains(&second_id), "{reason}");
+
+    // A running instance cannot be forgotten; the dead one can, once.
+    let first_id = std::fs::read_to_string(first.data_dir().join("instance-id")).expect("id");
+    let refused = first.cli(&[
+        "forget-instance",
+        first_id.trim(),
+        "--instance-lease-secs",
+        "3",
+    ]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("within its lease"), "{stderr}");
+    let forget = [
+        "forget-instance",
+        &second_id,
+        "--instance-lease-secs",
+        "3",
+        "--json",
+    ];
+    let forgotten = first.cli_json(&forget);
+    assert_eq!(forgotten["alreadyLeft"], json!(false), "{forgotten}");
+    assert_eq!(first.cli_json(&forget)["alreadyLeft"], json!(true));
+
+    // Nobody can deliver the late half now: the session is scored on what the lake holds, and
+    // the run after that does not plan it again for events that never come.
+    let done = run_to_end(&first, &key, &sid, None).await;
+    assert_eq!(
+        (&done["status"], &done["scored"], &done["deferred"]),
+        (&json!("completed"), &json!(1), &json!(0)),
+        "{done}"
+    );
+    assert_eq!(scored_event_count(&first, &reference), Some(early_count));
+    let done = run_to_end(&first, &key, &sid, None).await;
+    assert_eq!(
+        (&done["scored"], &done["skipped"], &done["deferred"]),
+        (&json!(0), &json!(1), &json!(0)),
+        "{done}"
+    );
 }
 
 /// A desk link and a review link made with `key` on `maker` for the session `reference` (paths

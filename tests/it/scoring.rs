@@ -138,6 +138,19 @@ pub(crate) async fn wait_finished(
     }
 }
 
+/// Starts a run (`body` as [`start_run_ok`] takes it) and polls it until it is no longer
+/// `running`.
+pub(crate) async fn run_to_end(
+    server: &TestServer,
+    key: &str,
+    survey_id: &str,
+    body: Option<&str>,
+) -> Value {
+    let run = start_run_ok(server, key, survey_id, body).await;
+    let run_id = run["id"].as_str().expect("run id").to_owned();
+    wait_finished(server, key, survey_id, &run_id).await
+}
+
 /// Polls a run until `scored` reaches `at_least` while it still runs.
 pub(crate) async fn wait_scored(
     server: &TestServer,

@@ -78,7 +78,10 @@ impl PgCatalog {
         // once connected, not as a startup parameter: a pooler in front of PostgreSQL
         // (PgBouncer) refuses every connection that sends one it does not know, which read as
         // an outage that never ends (docs/deploy.md, "Through PgBouncer").
-        let options = PgConnectOptions::from_str(url)?.application_name("telltale");
+        // Nor `extra_float_digits`, sqlx's other startup parameter (floats travel in binary).
+        let options = PgConnectOptions::from_str(url)?
+            .application_name("telltale")
+            .extra_float_digits(None);
         let set_timeout = format!(
             "SET statement_timeout = {}",
             outage::CATALOG_STATEMENT_TIMEOUT.as_millis()

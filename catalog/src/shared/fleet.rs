@@ -23,6 +23,10 @@ macro_rules! impl_fleet {
                      ON CONFLICT (instance_id) DO UPDATE SET
                          epoch = CASE WHEN instances.fenced_epoch > instances.epoch
                                       THEN instances.fenced_epoch ELSE instances.epoch END + 1,
+                         -- The epoch before ends here: nothing the earlier process of this
+                         -- instance still had in flight can land.
+                         fenced_epoch = CASE WHEN instances.fenced_epoch > instances.epoch
+                                             THEN instances.fenced_epoch ELSE instances.epoch END,
                          seen_at = excluded.seen_at,
                          purge_error = NULL
                      RETURNING epoch"

@@ -56,8 +56,11 @@ impl lake::CommitGuard for FlushGuard<'_> {
             }
             Err(error) => return Err(Box::new(Refused::Catalog(error))),
         }
-        if let Err(IngestError::Catalog(error)) = self.ingestor.refresh_tombstones().await {
-            return Err(Box::new(Refused::Catalog(error)));
+        match self.ingestor.refresh_tombstones().await {
+            Ok(()) => {}
+            Err(IngestError::Catalog(error)) => return Err(Box::new(Refused::Catalog(error))),
+            // Tombstones not loaded: the flush cannot know what it may write.
+            Err(other) => return Err(Box::new(other)),
         }
         // Only when one of its surveys gained a tombstone does the flush look at its sessions:
         // a survey whose deletions keep coming must not starve its flushes.

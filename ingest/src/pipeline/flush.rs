@@ -42,6 +42,20 @@ impl Ingestor {
     /// Applies pending session statistics to the catalog.
     pub async fn apply_stats(&self) -> Result<usize, IngestError> {
         let _guard = self.inner.stats_lock.lock().await;
+        if self.inner.stats_uncertain.load(Ordering::Acquire) {
+            // The last write's answer was lost: it may have committed. What the catalog's
+            // watermark covers is applied already and must not be counted twice.
+            let applied = self
+                .inner
+                .catalog
+                .wal_watermark(&self.inner.config.instance_id, WalConsumer::Stats)
+                .await?;
+            self.inner.stats_pending.lock().drain_through(applied);
+            self.inner
+                .stats_watermark
+                .fetch_max(applied, Ordering::AcqRel);
+            self.inner.stats_uncertain.store(false, Ordering::Release);
+        }
         let records = self
             .inner
             .stats_pending
@@ -74,7 +88,11 @@ impl Ingestor {
             .await
         {
             // Fenced off: join again (loading the tombstones an erasure went ahead with); the
-            // next attempt filters these records again.
+            // next attempt filters these records again. Any other failure may have committed
+            // all the same (an answer lost): the next attempt asks the watermark first.
+            if !matches!(error, catalog::Error::Fenced { .. }) {
+                self.inner.stats_uncertain.store(true, Ordering::Release);
+            }
             self.rejoin_if_fenced(&error).await;
             return Err(error.into());
         }

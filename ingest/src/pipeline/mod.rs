@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -214,6 +214,9 @@ struct Inner {
     epoch: AtomicI64,
     /// Held while joining the fleet again after a fence, so that it happens once.
     rejoin_lock: tokio::sync::Mutex<()>,
+    /// The last statistics write failed without saying whether it committed: the next one
+    /// first drops what the catalog's watermark says was applied (no batch counted twice).
+    stats_uncertain: AtomicBool,
 }
 
 /// The collector's engine. Cheap to clone.
@@ -312,6 +315,7 @@ impl Ingestor {
                 stopping: tokio::sync::watch::Sender::new(false),
                 epoch: AtomicI64::new(epoch),
                 rejoin_lock: tokio::sync::Mutex::new(()),
+                stats_uncertain: AtomicBool::new(false),
             }),
             tasks: Arc::new(Mutex::new(Vec::new())),
         };

@@ -127,6 +127,15 @@ pub enum BackupError {
         found: String,
     },
     #[error(
+        "the identity of {url} does not read ({source}): nothing was restored; name the \
+         catalog this backup was taken from once it answers"
+    )]
+    TombstoneSourceUnreadable {
+        url: String,
+        #[source]
+        source: catalog::Error,
+    },
+    #[error(
         "a backup without a log needs every instance's log to be in the lake: {0}; back up on \
          the instance's data dir (its log is copied), or stop it and `telltale drain` it first"
     )]
@@ -342,12 +351,15 @@ pub async fn restore(
     let mut tombstone_source_checked = false;
     if let (Tombstones::From(url), Some(expected)) = (&tombstones, &manifest.catalog_identity) {
         let source = crate::open_catalog_read_only(url).await?;
-        // A catalog of a release before identities has none: not the backup's.
+        // A catalog that does not answer is not taken for another deployment's (nor for
+        // this one's): the restore stops and says which.
         let found = source
             .stored_fleet_value(CATALOG_IDENTITY)
             .await
-            .ok()
-            .flatten()
+            .map_err(|source| BackupError::TombstoneSourceUnreadable {
+                url: url.clone(),
+                source,
+            })?
             .unwrap_or_else(|| "none".to_owned());
         if &found != expected {
             return Err(BackupError::WrongTombstoneSource {

@@ -20,36 +20,32 @@ pub(super) fn postgres_tool(program: &str, url: &str) -> Command {
 }
 
 /// `url` without its password, and the password (percent-decoded), if it had one.
+///
+/// Decoded as libpq decodes a connection URI: `%XX` escapes only, so a `+` in a password is a
+/// `+` (form decoding would turn it into a space and the tool would fail to log in).
 fn without_password(url: &str) -> (String, Option<String>) {
     let Ok(mut parsed) = url::Url::parse(url) else {
         return (url.to_owned(), None);
     };
-    let mut password = parsed.password().map(|encoded| {
-        url::form_urlencoded::parse(format!("p={encoded}").as_bytes())
-            .next()
-            .map_or_else(|| encoded.to_owned(), |(_, value)| value.into_owned())
-    });
+    let decode = |encoded: &str| {
+        percent_encoding::percent_decode_str(encoded)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let mut password = parsed.password().map(decode);
     if password.is_some() {
         let _ = parsed.set_password(None);
     }
-    let pairs: Vec<(String, String)> = parsed
-        .query_pairs()
-        .map(|(name, value)| (name.into_owned(), value.into_owned()))
-        .collect();
-    if pairs.iter().any(|(name, _)| name == "password") {
-        let kept: Vec<&(String, String)> = pairs
-            .iter()
-            .filter(|(name, _)| name != "password")
-            .collect();
-        password = pairs
-            .iter()
-            .find(|(name, _)| name == "password")
-            .map(|(_, value)| value.clone());
-        if kept.is_empty() {
-            parsed.set_query(None);
-        } else {
-            parsed.query_pairs_mut().clear().extend_pairs(kept);
+    if let Some(query) = parsed.query().map(str::to_owned) {
+        // The other parameters stay exactly as written.
+        let mut kept = Vec::new();
+        for pair in query.split('&') {
+            match pair.split_once('=') {
+                Some(("password", value)) => password = Some(decode(value)),
+                _ => kept.push(pair),
+            }
         }
+        parsed.set_query((!kept.is_empty()).then(|| kept.join("&")).as_deref());
     }
     (parsed.to_string(), password)
 }
@@ -100,6 +96,11 @@ mod tests {
                 "postgres://telltale@db/telltale?password=hunter2&sslmode=require",
                 Some("hunter2"),
             ),
+            (
+                "postgres://telltale:a+b%2Bc@db/telltale?password=hunter2+x%26y",
+                Some("hunter2+x&y"),
+            ),
+            ("postgres://telltale:a+b%2Bc@db/telltale", Some("a+b+c")),
             ("postgres://telltale@db/telltale", None),
         ] {
             let command = postgres_tool("pg_dump", url);
@@ -108,8 +109,9 @@ mod tests {
                 .map(|arg| arg.to_string_lossy().into_owned())
                 .collect();
             assert!(
-                args.iter()
-                    .all(|arg| !arg.contains("s%40cret") && !arg.contains("hunter2")),
+                args.iter().all(|arg| !arg.contains("s%40cret")
+                    && !arg.contains("hunter2")
+                    && !arg.contains("a+b")),
                 "{args:?}"
             );
             assert!(

@@ -83,34 +83,143 @@ impl DeletionService {
                 );
             }
             if !member.lake_fenced {
-                self.fence_in_lake(&member.instance, member.epoch).await?;
+                fence_in_lake(
+                    &self.lake,
+                    self.catalog.as_ref(),
+                    &member.instance,
+                    member.epoch,
+                )
+                .await?;
             }
         }
         Ok(None)
     }
+}
 
-    /// Step 2 of the module docs: a commit to the `events` table after the catalog's fence.
-    async fn fence_in_lake(&self, instance: &str, epoch: i64) -> Result<(), AttemptError> {
-        let publication = self
-            .lake
-            .table(lake::TableKind::Events)
-            .publish(
-                lake::Change::Append,
-                Vec::new(),
-                &[],
-                Some((&fence_app_id(instance), epoch)),
-            )
-            .await?;
-        match publication {
-            lake::Publication::Published(_) | lake::Publication::AlreadyApplied => {}
-            lake::Publication::Uncertain(error) => return Err(AttemptError::Lake(error)),
-            lake::Publication::Conflict | lake::Publication::Refused(_) => {
-                return Err(AttemptError::Lake(lake::LakeError::Refused(
-                    "the lake refused a fence commit".to_owned(),
-                )));
-            }
+/// Step 2 of the module docs: a commit to the `events` table after the catalog's fence.
+pub(crate) async fn fence_in_lake(
+    lake: &lake::Lake,
+    catalog: &dyn catalog::Catalog,
+    instance: &str,
+    epoch: i64,
+) -> Result<(), FenceError> {
+    let publication = lake
+        .table(lake::TableKind::Events)
+        .publish(
+            lake::Change::Append,
+            Vec::new(),
+            &[],
+            Some((&fence_app_id(instance), epoch)),
+        )
+        .await?;
+    match publication {
+        lake::Publication::Published(_) | lake::Publication::AlreadyApplied => {}
+        lake::Publication::Uncertain(error) => return Err(error.into()),
+        lake::Publication::Conflict | lake::Publication::Refused(_) => {
+            return Err(
+                lake::LakeError::Refused("the lake refused a fence commit".to_owned()).into(),
+            );
         }
-        self.catalog.mark_lake_fenced(instance, epoch).await?;
-        Ok(())
     }
+    catalog.mark_lake_fenced(instance, epoch).await?;
+    Ok(())
+}
+
+/// Why a fence could not be committed to the lake or recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    #[error(transparent)]
+    Lake(#[from] lake::LakeError),
+    #[error(transparent)]
+    Catalog(#[from] catalog::Error),
+}
+
+impl From<FenceError> for AttemptError {
+    fn from(error: FenceError) -> Self {
+        match error {
+            FenceError::Lake(error) => AttemptError::Lake(error),
+            FenceError::Catalog(error) => AttemptError::Catalog(error),
+        }
+    }
+}
+
+/// What `telltale forget-instance` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forgotten {
+    /// The instance had left cleanly already: nothing to do.
+    AlreadyLeft { epoch: i64 },
+    /// Fenced off in the catalog and the lake, and recorded as gone at `epoch`.
+    Fenced { epoch: i64, silent_ms: i64 },
+}
+
+/// Why an instance could not be forgotten.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgetError {
+    #[error("the catalog knows no instance {0}")]
+    Unknown(String),
+    #[error(
+        "instance {instance} reported {silent_ms} ms ago, within its lease: it is running; stop \
+         it (its final flush leaves the fleet) rather than forget it"
+    )]
+    Live { instance: String, silent_ms: i64 },
+    #[error(transparent)]
+    Catalog(#[from] catalog::Error),
+    #[error("fencing it off: {0}")]
+    Fence(#[from] FenceError),
+}
+
+/// Records that `instance`, silent past `lease`, is gone with its log (its disk is lost): it is
+/// fenced off in the catalog and the lake, as an erasure fences a silent instance, then marked
+/// as having left. Runs stop deferring sessions for the events its log held (they are scored on
+/// what the lake has), backups without a log stop waiting for it. If it comes back after all,
+/// it joins under a new epoch and flushes its log as after any fence.
+pub async fn forget_instance(
+    catalog: &dyn catalog::Catalog,
+    lake: &lake::Lake,
+    instance: &str,
+    lease: std::time::Duration,
+) -> Result<Forgotten, ForgetError> {
+    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    let Some((member, left_cleanly)) = catalog
+        .fleet_members(lease_ms)
+        .await?
+        .into_iter()
+        .find(|(member, _)| member.instance == instance)
+    else {
+        return Err(ForgetError::Unknown(instance.to_owned()));
+    };
+    if left_cleanly {
+        return Ok(Forgotten::AlreadyLeft {
+            epoch: member.epoch,
+        });
+    }
+    let live = || ForgetError::Live {
+        instance: instance.to_owned(),
+        silent_ms: member.silent_ms,
+    };
+    if member.live {
+        return Err(live());
+    }
+    if !member.fenced
+        && !catalog
+            .fence_instance(instance, member.epoch, lease_ms)
+            .await?
+    {
+        return Err(live());
+    }
+    if !member.lake_fenced {
+        fence_in_lake(lake, catalog, instance, member.epoch).await?;
+    }
+    catalog.leave_fleet(instance, member.epoch).await?;
+    series::FLEET_FENCES_TOTAL.get().increment(1);
+    tracing::warn!(
+        instance,
+        epoch = member.epoch,
+        silent_ms = member.silent_ms,
+        "instance forgotten: whatever its log held and had not flushed is given up"
+    );
+    Ok(Forgotten::Fenced {
+        epoch: member.epoch,
+        silent_ms: member.silent_ms,
+    })
 }

@@ -33,6 +33,7 @@
 mod fleet;
 mod purger;
 
+pub use fleet::{ForgetError, Forgotten, forget_instance};
 pub use purger::LogPurger;
 
 use std::sync::Arc;

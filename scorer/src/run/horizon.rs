@@ -10,6 +10,11 @@
 //! scored but deferred, and counted so on the run. The next run that is not forced scores it
 //! (it has no score, or a score computed from fewer events than it has now).
 //!
+//! Deferral is bounded by who could still deliver: an instance that did not answer the flush,
+//! or one that stopped without leaving cleanly (its log is replayed when it starts again). When
+//! there is none, the missing events can never arrive, and a session is scored on what the lake
+//! holds, with a warning, rather than deferred by every run forever.
+//!
 //! [`ScoringSettings::fleet_flush_wait`]: super::ScoringSettings::fleet_flush_wait
 
 use std::time::{Duration, Instant};
@@ -54,8 +59,26 @@ impl Scorer {
     }
 }
 
-/// Why a run deferred `count` sessions, for its record; `silent` are the instances that did not
-/// answer its flush.
+impl Scorer {
+    /// The instances whose logs may still hold events the fleet acknowledged: `silent` (they
+    /// did not answer this run's flush) and those that stopped without leaving cleanly. Empty:
+    /// what the lake holds now is all any session will ever have.
+    pub(super) async fn may_still_deliver(&self, silent: &[String]) -> Result<Vec<String>, Stop> {
+        let lease_ms = i64::try_from(self.settings.instance_lease.as_millis()).unwrap_or(i64::MAX);
+        let mut instances = silent.to_vec();
+        for (member, left_cleanly) in self.catalog.fleet_members(lease_ms).await? {
+            if !member.live && !left_cleanly && member.instance != self.owner {
+                instances.push(member.instance);
+            }
+        }
+        instances.sort();
+        instances.dedup();
+        Ok(instances)
+    }
+}
+
+/// Why a run deferred `count` sessions, for its record; `silent` are the instances that may
+/// still deliver their events (they did not answer its flush, or stopped without leaving).
 pub(super) fn deferred_reason(count: u64, silent: &[String]) -> String {
     let sessions = if count == 1 {
         "1 session has".to_owned()
@@ -68,7 +91,7 @@ pub(super) fn deferred_reason(count: u64, silent: &[String]) -> String {
     );
     if !silent.is_empty() {
         reason.push_str(&format!(
-            "; instances that did not flush in time: {}",
+            "; instances that have not flushed them: {}",
             silent.join(", ")
         ));
     }
@@ -89,7 +112,7 @@ mod tests {
         assert!(deferred_reason(3, &["b".to_owned()]).starts_with("3 sessions have"));
         assert!(
             deferred_reason(3, &["b".to_owned(), "c".to_owned()])
-                .ends_with("instances that did not flush in time: b, c")
+                .ends_with("instances that have not flushed them: b, c")
         );
     }
 }

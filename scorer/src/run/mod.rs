@@ -225,6 +225,9 @@ impl Scorer {
         }
         heartbeat.abort();
         let final_progress = progress.lock().clone();
+        // One probe per failure answers both questions below: did the run fail for an outage,
+        // and, if it paused, did both stores answer meanwhile (a pause that counts).
+        let store_down = matches!(outcome, Err(Stop::Failed(_))) && self.a_store_is_down().await;
         let outcome = match outcome {
             Ok(()) => RunOutcome::Completed,
             Err(Stop::Canceled) => RunOutcome::Canceled,
@@ -233,8 +236,8 @@ impl Scorer {
             // a read that keeps timing out while both stores answer their probes is no outage
             // to wait out: after a few such pauses the run fails, saying why, rather than hold
             // its survey's erasures, compactions and runs forever.
-            Err(Stop::Failed(error)) if error.is_outage() || self.a_store_is_down().await => {
-                let timed_out = if self.a_store_is_down().await {
+            Err(Stop::Failed(error)) if error.is_outage() || store_down => {
+                let timed_out = if store_down {
                     None
                 } else {
                     self.catalog

@@ -1,7 +1,7 @@
 //! A run's work once claimed: make events visible, plan, then scan pass by pass and score
 //! step by step, each step's publishing overlapping the next step's computing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,12 +42,16 @@ impl Scorer {
         }
         // Then the rest of the fleet: what the other instances acknowledged (horizon.rs).
         let silent = self.flush_fleet().await?;
+        let waiting_on = self.may_still_deliver(&silent).await?;
         phases.flush = started.elapsed();
         let planning = std::time::Instant::now();
         let mut plan = self.plan(run).await?;
-        // A resumed run does not score again what it published before (it counts as done).
+        // A resumed run does not score again what it published before (it counts as done). Each
+        // such session the plan counted as one to score again, not as skipped: it is neither.
+        let planned = plan.sessions.len();
         plan.sessions
             .retain(|session| !(session.scored_before && credited.contains(&session.reference)));
+        plan.skipped += (planned - plan.sessions.len()) as u64;
         phases.plan = planning.elapsed();
         {
             let mut p = progress.lock();
@@ -93,8 +97,11 @@ impl Scorer {
         let bins = self.catalog.cohort_bins(&run.survey_id).await?;
         let mut cohort = Cohort::new(&bins).with_people(People::new(&self.model));
         let mut rescore: BTreeSet<String> = BTreeSet::new();
+        let mut deferred = HashSet::new();
         let mut passes = Passes {
-            silent: &silent,
+            waiting_on: &waiting_on,
+            deferred: &mut deferred,
+            short: HashMap::new(),
             files: &files,
             sequence: 0,
             cohort: &mut cohort,
@@ -113,7 +120,11 @@ impl Scorer {
         // earlier attempt of this run scored are counted as done already.)
         let again_references: Vec<String> = std::mem::take(&mut *passes.rescore)
             .into_iter()
-            .filter(|reference| !passes.cohort.in_run(reference) && !credited.contains(reference))
+            .filter(|reference| {
+                !passes.cohort.in_run(reference)
+                    && !credited.contains(reference)
+                    && !passes.deferred.contains(reference)
+            })
             .collect();
         let again = if again_references.is_empty() {
             Vec::new()
@@ -139,6 +150,14 @@ impl Scorer {
         }
         let nothing = async { Ok::<(), Stop>(()) };
         self.overlapped(&mut pipeline, &mut phases, nothing).await?;
+        if !passes.short.is_empty() {
+            tracing::warn!(
+                run = %run.id,
+                sessions = passes.short.len(),
+                "sessions scored on fewer events than the catalog counted for them, with no \
+                 instance left that could still deliver the rest"
+            );
+        }
         tracing::info!(
             run = %run.id,
             sessions = plan.sessions.len(),
@@ -192,20 +211,30 @@ impl Scorer {
         let (traces, scanning) = self.overlapped(pipeline, phases, scan).await?;
         phases.scan += scanning;
         // A session whose scan found fewer events than the fleet acknowledged for it (the rest
-        // still in another instance's log) is deferred to a later run, never scored on part.
+        // still in another instance's log) is deferred to a later run, never scored on part,
+        // while some instance could still deliver the rest (horizon.rs).
         let mut work: Vec<(String, bool, SessionTrace)> = Vec::with_capacity(pass.len());
         let mut deferred = 0u64;
         for (session, trace) in pass.iter().zip(traces) {
             if (trace.events.len() as u64) < session.events {
-                deferred += 1;
-                continue;
+                if !passes.waiting_on.is_empty() {
+                    deferred += 1;
+                    passes.deferred.insert(session.reference.clone());
+                    continue;
+                }
+                passes
+                    .short
+                    .insert(session.reference.clone(), session.events);
             }
             work.push((session.reference.clone(), session.scored_before, trace));
         }
         if deferred > 0 {
             let mut p = pipeline.progress.lock();
             p.deferred += deferred;
-            p.deferred_reason = Some(super::horizon::deferred_reason(p.deferred, passes.silent));
+            p.deferred_reason = Some(super::horizon::deferred_reason(
+                p.deferred,
+                passes.waiting_on,
+            ));
         }
         // The pass's features and places first, then its standing in the survey's cohort (the
         // stored places around its sessions, and this run's), before any of its scores: a
@@ -237,7 +266,15 @@ impl Scorer {
             let chunk = std::mem::replace(&mut featured, rest);
             passes.sequence += 1;
             let compute = self.compute(chunk, passes.sequence);
-            let (computed, computing) = self.overlapped(pipeline, phases, compute).await?;
+            let (mut computed, computing) = self.overlapped(pipeline, phases, compute).await?;
+            computed.counted = computed
+                .scored
+                .iter()
+                .filter_map(|session| {
+                    let counted = passes.short.get(&session.reference)?;
+                    Some((session.reference.clone(), *counted))
+                })
+                .collect();
             phases.features += computing;
             pipeline.pending = Some(computed);
         }
@@ -295,6 +332,7 @@ impl Scorer {
             scored: Vec::new(),
             failures: Vec::new(),
             sequence,
+            counted: HashMap::new(),
         };
         for result in results {
             match result {
@@ -445,8 +483,15 @@ fn features_of(
 /// What a run's passes share: the survey's files, the steps' numbering, the cohort and the
 /// stored sessions to score again.
 struct Passes<'a> {
-    /// Instances that did not answer the run's flush in time.
-    silent: &'a [String],
+    /// Instances whose logs may still hold acknowledged events (horizon.rs): while there is
+    /// one, a session the lake holds in part is deferred.
+    waiting_on: &'a [String],
+    /// The sessions deferred so far: none is scored again as a grown cluster's member.
+    deferred: &'a mut HashSet<String>,
+    /// Sessions scored on fewer events than counted, with no one left to deliver the rest, and
+    /// the count: their scores record it as the events they cover, so that no later run that
+    /// is not forced plans them again for the events that never come.
+    short: HashMap<String, u64>,
     files: &'a [EventsFile],
     sequence: usize,
     cohort: &'a mut Cohort,
@@ -470,6 +515,9 @@ pub(super) struct Computed {
     pub(super) scored: Vec<ScoredSession>,
     pub(super) failures: Vec<ScoringFailure>,
     pub(super) sequence: usize,
+    /// Sessions scored on fewer events than the catalog counted (no one left to deliver the
+    /// rest), with that count: what their scores record as covered.
+    pub(super) counted: HashMap<String, u64>,
 }
 
 /// Where a run's time went, logged when it completes. Publishing overlaps the next step's

@@ -2,7 +2,7 @@
 //! catalog, fenced by the run's lease; and taking back what an earlier attempt published but
 //! never recorded, so that lookup and the lake agree.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -107,11 +107,12 @@ impl Scorer {
             scored,
             failures,
             sequence,
+            counted,
         } = step;
         let now = catalog::now_millis();
         let survey = run.survey_id.as_str();
         let run_id = run.id.as_str();
-        let new_scores = score_records(&scored, &run.id, &self.model.version, now);
+        let new_scores = score_records(&scored, &counted, &run.id, &self.model.version, now);
         // The lake first, then the fenced record: an attempt that dies in between leaves
         // files its successor removes (`remove_unpublished`); the other order would leave
         // scores lookup reports and the lake never gets. The record's rows are written while
@@ -281,6 +282,7 @@ fn step_file(
 /// The catalog's records of a step's scored sessions, as the latest scores of their references.
 fn score_records(
     scored: &[ScoredSession],
+    counted: &HashMap<String, u64>,
     run: &RunId,
     model_version: &str,
     now: i64,
@@ -302,7 +304,10 @@ fn score_records(
                 .map(|reason| reason.describe())
                 .collect(),
             cluster: session.cluster,
-            events: session.features.event_count.max(0.0) as u64,
+            events: counted
+                .get(&session.reference)
+                .copied()
+                .unwrap_or(session.features.event_count.max(0.0) as u64),
         })
         .collect()
 }

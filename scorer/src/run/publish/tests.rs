@@ -25,7 +25,13 @@ fn a_step_records_each_session_as_scored_by_this_run_and_model() {
         session("r1", 91.5, BAND_HUMAN),
         session("r2", 4.25, BAND_AUTOMATION),
     ];
-    let records = score_records(&scored, &run, "telltale-v3", 1_700_000_000_123);
+    let records = score_records(
+        &scored,
+        &HashMap::new(),
+        &run,
+        "telltale-v3",
+        1_700_000_000_123,
+    );
     assert_eq!(records.len(), 2);
     for (record, session) in records.iter().zip(&scored) {
         assert_eq!(record.reference, session.reference);
@@ -38,7 +44,7 @@ fn a_step_records_each_session_as_scored_by_this_run_and_model() {
         assert_eq!(record.model_version, "telltale-v3");
         assert_eq!(record.run_id, run);
     }
-    assert!(score_records(&[], &run, "telltale-v3", 0).is_empty());
+    assert!(score_records(&[], &HashMap::new(), &run, "telltale-v3", 0).is_empty());
 }
 
 #[test]
